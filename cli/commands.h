@@ -1,0 +1,21 @@
+// The wavetrain subcommands. Each add_*_command registers its options on the app and runs from
+// the returned callback after parsing; errors propagate as exceptions that main() reports.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace wavetrain::cli {
+
+// Exit codes shared by every subcommand.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;  // the command ran and failed
+inline constexpr int kExitUsage = 2;    // bad command line or environment: nothing was run
+
+// An error the user caused by what they typed; main() prints it and exits with kExitUsage.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void add_devices_command(CLI::App& app);
+
+}  // namespace wavetrain::cli

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs check_layering.sh on a fixture tree with three known violations and expects each reported.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+out=$("$here/check_layering.sh" "$here/data/layering_violation")
+rc=$?
+fail=0
+[ $rc -eq 1 ] || { echo "expected exit 1, got $rc"; fail=1; }
+for want in "losses/bad.h:1:" "(losses/ must not include trainer/)" "trainer/bad.cpp:1:" \
+            "(trainer/ must not include cli/)" "compat: data/bad.cpp:1:"; do
+  grep -qF -- "$want" <<<"$out" || { echo "missing report: $want"; fail=1; }
+done
+[ "$(wc -l <<<"$out")" -eq 3 ] || { echo "expected 3 reports, got:"; echo "$out"; fail=1; }
+[ $fail -eq 0 ] && echo "check_layering found all 3 planted violations"
+exit $fail

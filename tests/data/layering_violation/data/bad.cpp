@@ -1,0 +1,2 @@
+#if TORCH_VERSION_MAJOR >= 2
+#endif

@@ -1,0 +1,74 @@
+// Thread policy: precedence, validation and the cgroup quota parser.
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include "trainer/threads.h"
+
+namespace wavetrain {
+namespace {
+
+TEST(ThreadSettings, DefaultIsEveryUsableCore) {
+  ThreadSettings s = choose_thread_settings(nullptr, std::nullopt, 6, "PASSIVE");
+  EXPECT_EQ(s.intra_op, 6);
+  EXPECT_EQ(s.inter_op, 1);
+  EXPECT_EQ(s.source, "usable cores");
+  EXPECT_EQ(s.omp_wait_policy, "PASSIVE");
+  EXPECT_EQ(choose_thread_settings("", std::nullopt, 3, nullptr).intra_op, 3);  // empty means unset
+  EXPECT_EQ(choose_thread_settings(nullptr, std::nullopt, 0, nullptr).intra_op, 1);
+}
+
+TEST(ThreadSettings, EnvironmentWinsOverConfig) {
+  ThreadSettings s = choose_thread_settings("3", 5, 8, nullptr);
+  EXPECT_EQ(s.intra_op, 3);
+  EXPECT_EQ(s.source, "WAVETRAIN_THREADS");
+  EXPECT_EQ(choose_thread_settings("0", 5, 8, nullptr).intra_op, 8);
+  EXPECT_EQ(choose_thread_settings("auto", 5, 8, nullptr).intra_op, 8);
+  ThreadSettings c = choose_thread_settings(nullptr, 5, 8, nullptr);
+  EXPECT_EQ(c.intra_op, 5);
+  EXPECT_EQ(c.source, "config");
+  EXPECT_EQ(choose_thread_settings(nullptr, 0, 8, nullptr).intra_op, 8);
+}
+
+TEST(ThreadSettings, BadValuesNameTheirSource) {
+  for (const char* bad : {"two", "-1", "1.5", "99999", " 2"}) {
+    try {
+      choose_thread_settings(bad, std::nullopt, 2, nullptr);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(std::string("WAVETRAIN_THREADS='") + bad + "'", 0), 0u) << e.what();
+    }
+  }
+  try {
+    choose_thread_settings(nullptr, -2, 2, nullptr);
+    ADD_FAILURE();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("trainer.threads=-2", 0), 0u) << e.what();
+  }
+}
+
+TEST(ThreadSettings, CgroupCpuMaxIsRoundedUp) {
+  EXPECT_EQ(parse_cgroup_cpu_max("max 100000"), std::nullopt);
+  EXPECT_EQ(parse_cgroup_cpu_max("200000 100000"), 2);
+  EXPECT_EQ(parse_cgroup_cpu_max("150000 100000"), 2);
+  EXPECT_EQ(parse_cgroup_cpu_max("50000 100000"), 1);
+  EXPECT_EQ(parse_cgroup_cpu_max("garbage"), std::nullopt);
+  EXPECT_EQ(parse_cgroup_cpu_max("100000 0"), std::nullopt);
+}
+
+TEST(ThreadSettings, ConfigureAppliesToAten) {
+  const int cores = usable_cpu_count();
+  ASSERT_GE(cores, 1);
+  ThreadSettings s = configure_threads(1);
+  if (std::getenv("WAVETRAIN_THREADS") == nullptr) {
+    EXPECT_EQ(s.intra_op, 1);
+    EXPECT_EQ(at::get_num_threads(), 1);
+    s = configure_threads(std::nullopt);
+    EXPECT_EQ(s.intra_op, cores);
+    EXPECT_EQ(at::get_num_threads(), cores);
+  }
+  EXPECT_EQ(current_thread_settings().intra_op, at::get_num_threads());
+  EXPECT_EQ(s.inter_op, 1);
+}
+
+}  // namespace
+}  // namespace wavetrain

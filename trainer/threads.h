@@ -1,0 +1,46 @@
+// CPU thread policy. LibTorch here starts with 1 intra-op thread (half the cores of a 2-core box);
+// wavetrain uses every usable core instead, and makes libgomp wait passively, because with its
+// default spin-waiting, 2 threads on a busy 2-core machine ran 3x slower than 1 (docs/threads.md).
+//
+// Precedence for the intra-op thread count: WAVETRAIN_THREADS (the operator's per-machine say),
+// then the config's value, then the usable cores (CPU affinity and cgroup quota aware).
+// Inter-op threads are 1: wavetrain runs no parallel graph work.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace wavetrain {
+
+// libgomp reads OMP_WAIT_POLICY once, when it is loaded, before main() runs: the wavetrain binary
+// sets this default and re-executes itself, unless the user set the variable (cli/main.cpp).
+inline constexpr const char* kDefaultOmpWaitPolicy = "PASSIVE";
+
+struct ThreadSettings {
+  int intra_op = 1;
+  int inter_op = 1;
+  std::string source;           // "WAVETRAIN_THREADS", "config" or "usable cores"
+  std::string omp_wait_policy;  // as the process saw it at start; empty when unset
+};
+
+// Cores this process may run on: the affinity mask, capped by a cgroup v2 cpu.max quota.
+int usable_cpu_count();
+
+// Parses a cgroup v2 cpu.max line ("max 100000" or "150000 100000") into whole CPUs, rounded up.
+// Returns nullopt for no limit or text that is not of that form.
+std::optional<int> parse_cgroup_cpu_max(const std::string& text);
+
+// Pure. `env_threads` is WAVETRAIN_THREADS's text (nullptr if unset; "0" or "auto" mean the usable
+// cores); `config_threads` is the config's value (nullopt if unset, 0 means the usable cores).
+// Throws std::invalid_argument naming WAVETRAIN_THREADS or the config key for a bad value.
+ThreadSettings choose_thread_settings(const char* env_threads, std::optional<int> config_threads, int usable_cores,
+                                      const char* omp_wait_policy);
+
+// Reads the environment and applies the choice to ATen. Inter-op threads can be set only once per
+// process (LibTorch refuses later calls); a later call changes the intra-op count alone.
+ThreadSettings configure_threads(std::optional<int> config_threads = std::nullopt);
+
+// What configure_threads() last applied, or LibTorch's own setting if it was never called.
+ThreadSettings current_thread_settings();
+
+}  // namespace wavetrain
