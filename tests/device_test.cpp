@@ -1,6 +1,8 @@
 // Device choice: every request kind against every availability, with the exact warning texts.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "trainer/device.h"
 
 namespace wavetrain {
