@@ -16,6 +16,13 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Thrown by a command that has already reported its failure (a multirun with failed jobs) and
+// only needs main() to exit with `code`.
+struct ExitCode {
+  int code;
+};
+
 void add_devices_command(CLI::App& app);
+void add_train_command(CLI::App& app);
 
 }  // namespace wavetrain::cli

@@ -62,6 +62,14 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough(false);
   add_devices_command(app);
+  add_train_command(app);
+
+  // Hydra's short forms -cd/-cn are two letters, which CLI11 does not allow for short options.
+  std::vector<std::string> args(argv, argv + argc);
+  for (std::string& a : args) {
+    if (a == "-cd") a = "--config-dir";
+    if (a == "-cn") a = "--config-name";
+  }
 
   // CLI11 reports an unknown command as an unexpected argument, and an unknown option before the
   // command as a missing command; name each as what it is.
@@ -87,7 +95,8 @@ int main(int argc, char** argv) {
   }
 
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> reversed(args.rbegin(), args.rend() - 1);  // CLI11 takes them reversed, without argv[0]
+    app.parse(reversed);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -98,6 +107,8 @@ int main(int argc, char** argv) {
     return usage_error(e.what());
   } catch (const UsageError& e) {
     return usage_error(e.what());
+  } catch (const ExitCode& e) {
+    return e.code;
   } catch (const std::exception& e) {
     std::cerr << "wavetrain: error: " << e.what() << "\n";
     return kExitFailure;

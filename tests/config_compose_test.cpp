@@ -1,0 +1,305 @@
+// Composition, interpolation and typed access against the fixture tree in tests/data/configs/.
+// Hydra's documented behaviour is the oracle for the rules and the error texts.
+#include <gtest/gtest.h>
+
+#include "trainer/config/compose.h"
+#include "trainer/config/config.h"
+#include "trainer/config/interpolation.h"
+#include "trainer/config/yaml_io.h"
+
+namespace wavetrain::config {
+namespace {
+
+const std::string kBasic = std::string(WAVETRAIN_TEST_DATA) + "/configs/basic";
+const std::string kExtra = std::string(WAVETRAIN_TEST_DATA) + "/configs/extra";
+
+Composition compose_basic(std::vector<std::string> overrides, const std::string& name = "config",
+                          std::vector<std::string> dirs = {kBasic}) {
+  return compose({dirs, name, std::move(overrides)});
+}
+
+std::string error_of(std::vector<std::string> overrides, const std::string& name = "config") {
+  try {
+    compose_basic(std::move(overrides), name);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Compose, ThreeLevelDefaultsTreeGivesExactYaml) {
+  const Composition c = compose_basic({});
+  EXPECT_EQ(to_yaml(c.config),
+            "model:\n"
+            "  encoder:\n"
+            "    width: 8\n"
+            "  name: wavenet\n"
+            "  channels: 16\n"
+            "optimizer:\n"
+            "  lr: 0.004\n"
+            "  betas:\n"
+            "    - 0.9\n"
+            "    - 0.999\n"
+            "trainer:\n"
+            "  max_epochs: 10\n"
+            "  max_steps: -1\n"
+            "  lr: ${optimizer.lr}\n"
+            "name: run_${model.name}\n");
+  EXPECT_EQ(c.choices.at("model"), "wavenet");
+  EXPECT_EQ(c.choices.at("model/encoder"), "small");
+  EXPECT_EQ(c.choices.at("optimizer"), "adam");
+  EXPECT_EQ(c.choices.count("extras"), 0u);  // optional and absent
+}
+
+TEST(Compose, GroupAndValueOverridesFromTheCommandLine) {
+  const Composition c =
+      compose_basic({"model=lstm", "optimizer=sgd", "trainer.max_epochs=3", "+trainer.patience=5", "~trainer.max_steps"});
+  EXPECT_EQ(to_yaml(c.config),
+            "model:\n"
+            "  name: lstm\n"
+            "  hidden: 24\n"
+            "optimizer:\n"
+            "  lr: 0.1\n"
+            "  momentum: 0.9\n"
+            "trainer:\n"
+            "  max_epochs: 3\n"
+            "  lr: ${optimizer.lr}\n"
+            "  patience: 5\n"
+            "name: run_${model.name}\n");
+  EXPECT_EQ(c.config.find_path("trainer.max_epochs")->origin().str(), "the command line");
+  EXPECT_EQ(c.config.find_path("model.hidden")->origin().str(), kBasic + "/model/lstm.yaml:2");
+}
+
+TEST(Compose, NestedGroupOverrideAndDelete) {
+  const Composition big = compose_basic({"model/encoder=big"});
+  EXPECT_EQ(big.config.find_path("model.encoder.width")->int_value(), 64);
+  const Composition none = compose_basic({"~model/encoder"});
+  EXPECT_EQ(none.config.find_path("model.encoder"), nullptr);
+  EXPECT_EQ(none.config.find_path("model.name")->string_value(), "wavenet");
+  const Composition no_optimizer = compose_basic({"~optimizer"});
+  EXPECT_EQ(no_optimizer.config.find("optimizer"), nullptr);
+}
+
+TEST(Compose, AppendedExperimentOverridesGroupAndValues) {
+  const Composition c = compose_basic({"+experiment=fast"});
+  EXPECT_EQ(c.choices.at("model"), "lstm");  // `override /model: lstm` inside the experiment
+  EXPECT_EQ(c.config.find_path("model.name")->string_value(), "lstm");
+  EXPECT_EQ(c.config.find_path("trainer.max_epochs")->int_value(), 2);  // @package _global_, after _self_
+  EXPECT_EQ(c.config.find("experiment"), nullptr);
+  // The command line still wins over the experiment's override entry.
+  EXPECT_EQ(compose_basic({"+experiment=fast", "model=wavenet"}).choices.at("model"), "wavenet");
+  EXPECT_EQ(compose_basic({"++experiment=fast"}).choices.at("model"), "lstm");
+}
+
+TEST(Compose, PackagesFromTheDefaultsList) {
+  const Composition c = compose_basic({}, "packages");
+  EXPECT_EQ(c.config.find_path("first.lr")->float_value(), 0.004);
+  EXPECT_EQ(c.config.find_path("second.lr")->float_value(), 0.5);  // _self_ after the group
+  EXPECT_EQ(c.config.find_path("second.momentum")->float_value(), 0.9);
+  EXPECT_EQ(compose_basic({"optimizer@first=sgd"}, "packages").config.find_path("first.lr")->float_value(), 0.1);
+  const Composition appended = compose_basic({"+optimizer@backup=sgd"}, "packages");
+  EXPECT_EQ(appended.config.find_path("backup.momentum")->float_value(), 0.9);
+}
+
+TEST(Compose, ConfigDirComesBeforeTheOthers) {
+  const Composition c = compose_basic({}, "config", {kExtra, kBasic});
+  EXPECT_EQ(c.config.find_path("model.name")->string_value(), "wavenet_from_extra");
+  EXPECT_EQ(group_options({kExtra, kBasic}, "model"), (std::vector<std::string>{"lstm", "tcn", "wavenet"}));
+  EXPECT_EQ(compose_basic({"model=tcn"}, "config", {kExtra, kBasic}).config.find_path("model.name")->string_value(),
+            "tcn");
+}
+
+TEST(Compose, DefaultsTreeNamesEachFile) {
+  const std::string tree = format_defaults_tree(compose_basic({"+experiment=fast"}).defaults);
+  EXPECT_EQ(tree,
+            "config  (package: _global_, " + kBasic + "/config.yaml)\n"
+            "  model/lstm  (package: model, " + kBasic + "/model/lstm.yaml)\n"
+            "    _self_\n"
+            "  optimizer/adam  (package: optimizer, " + kBasic + "/optimizer/adam.yaml)\n"
+            "    _self_\n"
+            "  _self_\n"
+            "  experiment/fast  (package: _global_, " + kBasic + "/experiment/fast.yaml)\n"
+            "    _self_\n");
+}
+
+TEST(ComposeErrors, UnknownOptionListsTheAvailableOnes) {
+  EXPECT_EQ(error_of({"model=foo"}), "Could not find 'model/foo'. Available options in 'model': lstm, wavenet");
+}
+
+TEST(ComposeErrors, MandatoryGroupChoice) {
+  const std::string e = error_of({}, "needs_model");
+  EXPECT_EQ(e.rfind("You must specify 'model', e.g. model=<OPTION>\nAvailable options:\n\tlstm\n\twavenet\n", 0), 0u) << e;
+  EXPECT_EQ(compose_basic({"model=lstm"}, "needs_model").choices.at("model"), "lstm");
+}
+
+TEST(ComposeErrors, UnknownKeyWithDidYouMean) {
+  EXPECT_EQ(error_of({"trainer.max_epoch=3"}),
+            "Could not override 'trainer.max_epoch'. To append to your config use +trainer.max_epoch=...\n"
+            "Did you mean trainer.max_epochs?");
+  EXPECT_EQ(error_of({"nothing.like.it=3"}),
+            "Could not override 'nothing.like.it'. To append to your config use +nothing.like.it=...");
+}
+
+TEST(ComposeErrors, AppendingAnExistingKeyOrGroup) {
+  EXPECT_EQ(error_of({"+trainer.lr=1"}).rfind("Could not append to config. An item is already at 'trainer.lr' (from " +
+                                                  kBasic + "/config.yaml:11).\nEither remove the + prefix",
+                                              0),
+            0u)
+      << error_of({"+trainer.lr=1"});
+  EXPECT_EQ(error_of({"+model=lstm"}),
+            "Could not append to the defaults list: 'model' is already in it. Use model=lstm to change its option");
+  EXPECT_EQ(error_of({"extras=x"}).rfind("Could not", 0), 0u);
+}
+
+TEST(ComposeErrors, DeleteChecksWhatItDeletes) {
+  EXPECT_EQ(error_of({"~trainer.nope"}), "Could not delete from config. 'trainer.nope' does not exist.");
+  EXPECT_EQ(error_of({"~trainer.max_epochs=11"}),
+            "Could not delete from config. The value of 'trainer.max_epochs' is 10 and not 11.");
+  EXPECT_EQ(compose_basic({"~trainer.max_epochs=10"}).config.find_path("trainer.max_epochs"), nullptr);
+}
+
+TEST(ComposeErrors, SweepWithoutMultirun) {
+  EXPECT_EQ(error_of({"trainer.lr=1e-3,3e-4"}),
+            "'trainer.lr=1e-3,3e-4' is a sweep (it gives several values). Add -m to run one job per value");
+}
+
+TEST(ComposeErrors, MissingPrimaryConfig) {
+  EXPECT_EQ(error_of({}, "nope"), "Primary config 'nope.yaml' not found in the search path (" + kBasic + ")");
+}
+
+TEST(ComposeValues, DictsMergeAndListsReplace) {
+  const Composition c = compose_basic({"optimizer={lr:0.5,extra:{a:1}}", "optimizer.betas=[0.8]"});
+  EXPECT_EQ(to_yaml(*c.config.find("optimizer")),
+            "lr: 0.5\n"
+            "betas:\n"
+            "  - 0.8\n"
+            "extra:\n"
+            "  a: 1\n");
+}
+
+// ---- interpolation ----------------------------------------------------------------------------
+
+ResolveContext fixed_context() {
+  ResolveContext ctx;
+  ctx.now = 1790000000;  // 2026-09-21 (UTC)
+  ctx.getenv = [](const std::string& name) -> std::optional<std::string> {
+    if (name == "WT_HOME") return std::string("/home/wt");
+    return std::nullopt;
+  };
+  return ctx;
+}
+
+Node yaml(const std::string& text) { return load_yaml_string(text, "test.yaml"); }
+
+TEST(Interpolation, WholeValueKeepsTypeAndStringsConcatenate) {
+  const Node root = yaml("a: {b: 3, f: 0.5, l: [1, 2]}\nx: ${a.b}\ny: ${a.l}\ns: run_${a.b}_${a.f}\n");
+  const ResolveContext ctx = fixed_context();
+  EXPECT_EQ(resolve_path(root, "x", ctx).int_value(), 3);
+  EXPECT_EQ(resolve_path(root, "y", ctx).items().size(), 2u);
+  EXPECT_EQ(resolve_path(root, "s", ctx).string_value(), "run_3_0.5");
+  EXPECT_EQ(Config(compose_basic({}).config, ctx).get_string("name"), "run_wavenet");
+  EXPECT_EQ(Config(compose_basic({"optimizer=sgd"}).config, ctx).get_float("trainer.lr"), 0.1);
+}
+
+TEST(Interpolation, RelativeKeys) {
+  const Node root = yaml("x: 7\na: {b: 1, c: '${.b}', d: {e: '${..b}', f: '${...x}'}}\n");
+  const ResolveContext ctx = fixed_context();
+  EXPECT_EQ(resolve_path(root, "a.c", ctx).int_value(), 1);
+  EXPECT_EQ(resolve_path(root, "a.d.e", ctx).int_value(), 1);
+  EXPECT_EQ(resolve_path(root, "a.d.f", ctx).int_value(), 7);
+}
+
+TEST(Interpolation, EnvironmentAndNow) {
+  const Node root = yaml("h: ${oc.env:WT_HOME}/x\nd: ${env:WT_NOPE,fallback}\nn: ${oc.env:WT_NOPE,null}\n"
+                         "t: ${now:%Y}\nu: ${oc.env:WT_NOPE}\nesc: \\${a.b}\n");
+  const ResolveContext ctx = fixed_context();
+  EXPECT_EQ(resolve_path(root, "h", ctx).string_value(), "/home/wt/x");
+  EXPECT_EQ(resolve_path(root, "d", ctx).string_value(), "fallback");
+  EXPECT_TRUE(resolve_path(root, "n", ctx).is_null());
+  EXPECT_EQ(resolve_path(root, "t", ctx).string_value(), "2026");
+  EXPECT_EQ(resolve_path(root, "esc", ctx).string_value(), "${a.b}");
+  try {
+    resolve_path(root, "u", ctx);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "Environment variable 'WT_NOPE' is not set (u, from test.yaml:5); give a default: ${oc.env:WT_NOPE,DEFAULT}");
+  }
+}
+
+TEST(Interpolation, CyclesPrintTheChain) {
+  const Node root = yaml("a: ${b}\nb: ${c}\nc: ${a}\n");
+  try {
+    resolve_path(root, "a", fixed_context());
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "Interpolation cycle: a -> b -> c -> a");
+  }
+}
+
+TEST(Interpolation, MissingValuesFailOnlyWhenRead) {
+  const Node root = yaml("task: ???\nother: 1\nref: ${task}\n");
+  const Config cfg(root, fixed_context());
+  EXPECT_EQ(cfg.get_int("other"), 1);
+  EXPECT_TRUE(resolve_all(root, fixed_context()).find("task")->is_missing());
+  try {
+    cfg.get_string("task");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "Missing mandatory value: task (set to ??? in test.yaml:1); give it on the command line: task=...");
+  }
+  EXPECT_THROW(cfg.get_string("ref"), ConfigError);
+  try {
+    Config(yaml("a: ${nope.x}\n"), fixed_context()).get_int("a");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "Interpolation key 'nope.x' not found (in a)");
+  }
+}
+
+// ---- typed access -----------------------------------------------------------------------------
+
+TEST(TypedAccess, ConversionErrorsNameValueKeyAndOrigin) {
+  auto error = [](const std::vector<std::string>& overrides, const std::function<void(const Config&)>& read) {
+    try {
+      read(Config(compose_basic(overrides).config, fixed_context()));
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(error({"trainer.max_epochs=abc"}, [](const Config& c) { c.get_int("trainer.max_epochs"); }),
+            "Value 'abc' could not be converted to int (trainer.max_epochs, from the command line)");
+  EXPECT_EQ(error({"trainer.max_epochs=12.0"}, [](const Config& c) { c.get_int("trainer.max_epochs"); }),
+            "Value '12.0' could not be converted to int (trainer.max_epochs, from the command line)");
+  EXPECT_EQ(error({"trainer.max_epochs='12'"}, [](const Config& c) { c.get_int("trainer.max_epochs"); }),
+            "Value '12' could not be converted to int (trainer.max_epochs, from the command line)");
+  EXPECT_EQ(error({}, [](const Config& c) { c.get_bool("trainer.max_epochs"); }),
+            "Value '10' could not be converted to bool (trainer.max_epochs, from " + kBasic + "/config.yaml:9)");
+  EXPECT_EQ(error({"trainer.max_epochs=1_000"}, [](const Config& c) { EXPECT_EQ(c.get_int("trainer.max_epochs"), 1000); }),
+            "(no error)");
+}
+
+TEST(TypedAccess, YamlQuotedNumbersAndOnAreStrings) {
+  const Config cfg(yaml("q: '123'\non_: on\nb: true\nf: 1\n"), fixed_context());
+  EXPECT_THROW(cfg.get_int("q"), ConfigError);
+  EXPECT_EQ(cfg.get_string("q"), "123");
+  EXPECT_THROW(cfg.get_bool("on_"), ConfigError);
+  EXPECT_TRUE(cfg.get_bool("b"));
+  EXPECT_EQ(cfg.get_float("f"), 1.0);  // an int is a valid float
+  EXPECT_EQ(cfg.get_int("missing_key", 5), 5);
+}
+
+TEST(TypedAccess, DeclaredKeysAreCheckedUpFront) {
+  const Config cfg(compose_basic({"trainer.max_epochs=ten"}).config, fixed_context());
+  const std::vector<KeySpec> specs = {{"trainer.max_epochs", ValueType::Int, true},
+                                      {"trainer.lr", ValueType::Float, true},
+                                      {"optimizer.betas", ValueType::List, false}};
+  EXPECT_THROW(cfg.check(specs), ConfigError);
+  EXPECT_NO_THROW(Config(compose_basic({}).config, fixed_context()).check(specs));
+  EXPECT_THROW(Config(compose_basic({}).config).check({{"trainer.nope", ValueType::Int, true}}), ConfigError);
+}
+
+}  // namespace
+}  // namespace wavetrain::config

@@ -1,0 +1,454 @@
+// Composition; the rules are in compose.h.
+//
+// `override` entries in defaults lists (an experiment file changing the model, say) change choices
+// made elsewhere in the tree, possibly in files read earlier. So the tree is built, the overrides
+// it declared are collected, and it is built again until they no longer change (a few rounds at
+// most). Command-line choices always win over `override` entries.
+#include "trainer/config/compose.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "trainer/config/override.h"
+#include "trainer/config/yaml_io.h"
+
+namespace fs = std::filesystem;
+
+namespace wavetrain::config {
+namespace {
+
+std::string join_path(const std::string& dir, const std::string& name) { return dir.empty() ? name : dir + "/" + name; }
+std::string dir_of(const std::string& config_path) {
+  const size_t slash = config_path.rfind('/');
+  return slash == std::string::npos ? "" : config_path.substr(0, slash);
+}
+std::string dotted(std::string group_path) {
+  std::replace(group_path.begin(), group_path.end(), '/', '.');
+  return group_path;
+}
+std::string join_package(const std::string& a, const std::string& b) {
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  return a + "." + b;
+}
+
+// One item of a defaults list, as written.
+struct Entry {
+  enum class Kind { Self, Config, Group } kind = Kind::Self;
+  std::string path;     // group path (Group) or config path (Config), absolute in the search path
+  std::string written;  // the group path as written (relative to the file's folder unless absolute)
+  bool relative = true;  // written without a leading '/'
+  std::string option;   // Group: option name; "" = null (none); "???" = must be given
+  std::string package;  // from group@pkg; empty if none
+  bool optional = false;
+  bool is_override = false;
+  Origin origin;
+};
+
+std::string option_text(const Node& v, const std::string& where) {
+  switch (v.kind()) {
+    case Node::Kind::Null: return "";
+    case Node::Kind::Missing: return "???";
+    case Node::Kind::String:
+    case Node::Kind::Int:
+    case Node::Kind::Float:
+    case Node::Kind::Bool: return v.to_display();
+    default: throw ConfigError("A defaults list option must be a name, found a " + std::string(Node::kind_name(v.kind())) +
+                               " (" + where + ")");
+  }
+}
+
+std::vector<Entry> parse_defaults(const Node& list, const std::string& dir) {
+  std::vector<Entry> out;
+  if (list.is_null()) return out;
+  if (!list.is_sequence())
+    throw ConfigError("'defaults' must be a list (" + list.origin().str() + "), found a " +
+                      Node::kind_name(list.kind()));
+  for (const Node& item : list.items()) {
+    Entry e;
+    e.origin = item.origin();
+    const std::string where = item.origin().str();
+    if (item.kind() == Node::Kind::String) {
+      const std::string& name = item.string_value();
+      if (name == "_self_") {
+        e.kind = Entry::Kind::Self;
+      } else {
+        e.kind = Entry::Kind::Config;
+        e.relative = name[0] != '/';
+        e.path = e.relative ? join_path(dir, name) : name.substr(1);
+      }
+      out.push_back(e);
+      continue;
+    }
+    if (!item.is_mapping() || item.entries().size() != 1)
+      throw ConfigError("A defaults list item must be a name or 'group: option' (" + where + ")");
+    std::istringstream words(item.entries()[0].first);
+    std::vector<std::string> tokens;
+    for (std::string w; words >> w;) tokens.push_back(w);
+    if (tokens.size() == 2 && (tokens[0] == "optional" || tokens[0] == "override")) {
+      (tokens[0] == "optional" ? e.optional : e.is_override) = true;
+      tokens.erase(tokens.begin());
+    }
+    if (tokens.size() != 1)
+      throw ConfigError("Invalid defaults list key '" + item.entries()[0].first + "' (" + where +
+                        "): expected [optional|override] group[@package]");
+    std::string group = tokens[0];
+    const size_t at = group.find('@');
+    if (at != std::string::npos) {
+      e.package = group.substr(at + 1);
+      group = group.substr(0, at);
+    }
+    e.kind = Entry::Kind::Group;
+    e.relative = group[0] != '/';
+    e.written = e.relative ? group : group.substr(1);
+    e.path = e.relative ? join_path(dir, group) : e.written;
+    e.option = option_text(item.entries()[0].second, where);
+    out.push_back(e);
+  }
+  return out;
+}
+
+// Command-line choices for groups, kept apart from value overrides.
+struct GroupOverride {
+  Override parsed;
+  std::string option;  // "" = null
+  bool used = false;
+};
+
+class Composer {
+ public:
+  explicit Composer(const ComposeOptions& opt) : opt_(opt) {}
+
+  Composition run() {
+    split_overrides();
+    // Build until the `override` entries found in the tree stop changing.
+    for (int round = 0;; ++round) {
+      declared_overrides_.clear();
+      result_ = Composition{};
+      included_.clear();
+      result_.config = Node::mapping();
+      for (auto& [group, g] : cli_choices_) g.used = false;
+      result_.defaults = build(opt_.config_name, "", std::nullopt, /*primary=*/true, Origin{});
+      if (declared_overrides_ == applied_overrides_) break;
+      if (round == 8) throw ConfigError("'override' entries in the defaults lists do not settle after 8 rounds");
+      applied_overrides_ = declared_overrides_;
+    }
+    for (auto& [group, g] : cli_choices_)
+      if (!g.used)
+        throw ConfigError("Could not override '" + group + "'. No match in the defaults list.\nTo append to your "
+                          "defaults list use +" + g.parsed.text);
+    for (const Override& o : value_overrides_) apply_value(result_.config, o);
+    return std::move(result_);
+  }
+
+ private:
+  bool is_group(const std::string& path) const {
+    for (const std::string& d : opt_.config_dirs)
+      if (fs::is_directory(fs::path(d) / path)) return true;
+    return false;
+  }
+
+  std::optional<std::string> find_file(const std::string& config_path) const {
+    for (const std::string& d : opt_.config_dirs) {
+      const fs::path p = fs::path(d) / (config_path + ".yaml");
+      if (fs::is_regular_file(p)) return p.string();
+    }
+    return std::nullopt;
+  }
+
+  void split_overrides() {
+    for (const std::string& text : opt_.overrides) {
+      Override o = parse_override(text);
+      if (o.is_sweep())
+        throw ConfigError("'" + text + "' is a sweep (it gives several values). Add -m to run one job per value");
+      // A group key with an option name (or nothing, for ~group) picks a config; a dict or list
+      // for it sets values under the group's package instead.
+      const bool names_option = !o.value || o.value->is_scalar();
+      if (!o.key.empty() && names_option && is_group(o.key)) {
+        std::string option;
+        if (o.value) option = option_text(*o.value, "'" + text + "' on the command line");
+        // ++group=opt changes the choice where the group is in the tree, and appends it otherwise.
+        if (o.type != OverrideType::Add)
+          cli_choices_[o.package.empty() ? o.key : o.key + "@" + o.package] = GroupOverride{o, option, false};
+        if (o.type == OverrideType::Add || o.type == OverrideType::ForceAdd) appended_.push_back({o, option, false});
+      } else {
+        value_overrides_.push_back(o);
+      }
+    }
+  }
+
+  // The option chosen for `group` (placed at @package): command line (`group@package=x`, then
+  // `group=x`), then `override` entries, then the entry itself.
+  std::string choose(const std::string& group, const std::string& package, const std::string& written) {
+    auto cli = package.empty() ? cli_choices_.end() : cli_choices_.find(group + "@" + package);
+    if (cli == cli_choices_.end()) cli = cli_choices_.find(group);
+    if (cli != cli_choices_.end()) {
+      cli->second.used = true;
+      if (cli->second.parsed.type == OverrideType::Delete) {
+        if (cli->second.parsed.value && cli->second.option != written)
+          throw ConfigError("Could not delete '" + group + "': its option is '" + written + "', not '" +
+                            cli->second.option + "'");
+        return "";
+      }
+      return cli->second.option;
+    }
+    auto declared = applied_overrides_.find(group);
+    if (declared != applied_overrides_.end()) return declared->second;
+    return written;
+  }
+
+  DefaultsNode build(const std::string& config_path, const std::string& package,
+                     const std::optional<std::string>& forced_package, bool primary, const Origin& asked_at) {
+    const std::optional<std::string> file = find_file(config_path);
+    if (!file) {
+      if (primary) {
+        std::string dirs;
+        for (const std::string& d : opt_.config_dirs) dirs += (dirs.empty() ? "" : ", ") + d;
+        throw ConfigError("Primary config '" + config_path + ".yaml' not found in the search path (" + dirs + ")");
+      }
+      throw ConfigError("Could not find config '" + config_path + "' (in the defaults list at " + asked_at.str() + ")");
+    }
+    std::ifstream in(*file);
+    std::stringstream text;
+    text << in.rdbuf();
+    Node content = load_yaml_string(text.str(), *file);
+    if (content.is_null()) content = Node::mapping(Origin::in_file(*file, 0));
+    if (!content.is_mapping())
+      throw ConfigError("Config file " + *file + " must hold a dict at the top, found a " +
+                        Node::kind_name(content.kind()));
+
+    // Where this file's keys go: the entry's @pkg, else its header, else the package passed in.
+    std::string pkg = package;
+    if (forced_package) {
+      pkg = *forced_package;
+    } else if (auto header = package_header(text.str())) {
+      if (*header == "_global_") pkg = "";
+      else if (header->rfind("_global_.", 0) == 0) pkg = header->substr(9);
+      else if (*header == "_group_") pkg = dotted(dir_of(config_path));
+      else pkg = *header;
+    }
+
+    DefaultsNode node{config_path, pkg, *file, {}};
+    std::vector<Entry> entries;
+    if (const Node* defaults = content.find("defaults")) entries = parse_defaults(*defaults, dir_of(config_path));
+    content.erase("defaults");
+    if (std::none_of(entries.begin(), entries.end(), [](const Entry& e) { return e.kind == Entry::Kind::Self; }))
+      entries.push_back(Entry{});  // implicit _self_: the file's own keys override its defaults
+
+    std::set<std::string> seen_groups;
+    for (const Entry& e : entries) {
+      switch (e.kind) {
+        case Entry::Kind::Self:
+          merge_at(pkg, content, *file);
+          node.children.push_back(DefaultsNode{"_self_", pkg, "", {}});
+          break;
+        case Entry::Kind::Config:
+          node.children.push_back(build(e.path, pkg, std::nullopt, false, e.origin));
+          break;
+        case Entry::Kind::Group:
+          if (e.is_override) {
+            declared_overrides_[e.path] = e.option;  // a later (more specific) file wins
+            break;
+          }
+          if (!seen_groups.insert(e.path + "@" + e.package).second)
+            throw ConfigError("Group '" + e.path + "' appears twice in the defaults list (" + e.origin.str() + ")");
+          include_group(node, e, pkg);
+          break;
+      }
+    }
+    if (primary) {
+      for (GroupOverride& a : appended_) {
+        const std::string cli_key = a.parsed.package.empty() ? a.parsed.key : a.parsed.key + "@" + a.parsed.package;
+        if (a.parsed.type == OverrideType::ForceAdd) {
+          GroupOverride& choice = cli_choices_.at(cli_key);
+          if (choice.used) continue;  // the group was in the tree: its choice has been changed
+          choice.used = true;
+        } else if (included_.count(cli_key) > 0) {
+          throw ConfigError("Could not append to the defaults list: '" + a.parsed.key +
+                            "' is already in it. Use " + a.parsed.key + "=" + a.option + " to change its option");
+        }
+        Entry e;
+        e.kind = Entry::Kind::Group;
+        e.path = e.written = a.parsed.key;
+        e.option = a.option;
+        e.package = a.parsed.package;
+        e.origin = Origin::from_command_line();
+        include_group(node, e, pkg);
+      }
+    }
+    return node;
+  }
+
+  void include_group(DefaultsNode& parent, const Entry& e, const std::string& parent_pkg) {
+    const std::string option = choose(e.path, e.package, e.option);
+    if (option.empty()) return;  // null: this group contributes nothing
+    if (option == "???") {
+      throw ConfigError("You must specify '" + e.path + "', e.g. " + e.path + "=<OPTION>\nAvailable options:\n" +
+                        list_options(e.path, "\t", "\n") + "(the defaults list at " + e.origin.str() + ")");
+    }
+    const std::string config_path = e.path + "/" + option;
+    if (!find_file(config_path)) {
+      if (e.optional) return;
+      throw ConfigError("Could not find '" + config_path + "'. Available options in '" + e.path +
+                        "': " + list_options(e.path, "", ", ", true));
+    }
+    result_.choices[e.package.empty() ? e.path : e.path + "@" + e.package] = option;
+    included_.insert(e.package.empty() ? e.path : e.path + "@" + e.package);
+    // A relative group nests under the parent's package; an absolute one starts from the root.
+    const std::string group_pkg = e.relative ? join_package(parent_pkg, dotted(e.written)) : dotted(e.path);
+    std::optional<std::string> forced;
+    if (!e.package.empty()) {
+      if (e.package == "_global_") forced = "";
+      else if (e.package.rfind("_global_.", 0) == 0) forced = e.package.substr(9);
+      else forced = join_package(parent_pkg, e.package);
+    }
+    parent.children.push_back(build(config_path, group_pkg, forced, false, e.origin));
+  }
+
+  std::string list_options(const std::string& group, const std::string& before, const std::string& after,
+                           bool trim_last = false) const {
+    std::string out;
+    for (const std::string& o : group_options(opt_.config_dirs, group)) out += before + o + after;
+    if (trim_last && out.size() >= after.size()) out.resize(out.size() - after.size());
+    return out;
+  }
+
+  void merge_at(const std::string& package, const Node& content, const std::string& file) {
+    if (package.empty()) {
+      merge_into(result_.config, content);
+      return;
+    }
+    Node* target = result_.config.find_path(package);
+    if (!target) target = &result_.config.set_path(package, Node::mapping(content.origin()));
+    if (!target->is_mapping())
+      throw ConfigError("Cannot merge " + file + " at '" + package + "': that key holds a " +
+                        Node::kind_name(target->kind()) + " (from " + target->origin().str() + ")");
+    merge_into(*target, content);
+  }
+
+
+ public:
+  static void apply_value(Node& config, const Override& o);
+
+ private:
+  const ComposeOptions& opt_;
+  Composition result_;
+  std::set<std::string> included_;  // group or group@package, for every group in the tree
+  std::map<std::string, GroupOverride> cli_choices_;
+  std::vector<GroupOverride> appended_;
+  std::vector<Override> value_overrides_;
+  std::map<std::string, std::string> declared_overrides_, applied_overrides_;
+};
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+void collect_keys(const Node& n, const std::string& prefix, std::vector<std::string>& out) {
+  if (!n.is_mapping()) return;
+  for (const Node::Entry& e : n.entries()) {
+    const std::string key = prefix.empty() ? e.first : prefix + "." + e.first;
+    out.push_back(key);
+    collect_keys(e.second, key, out);
+  }
+}
+
+std::string did_you_mean(const Node& config, const std::string& key) {
+  std::vector<std::string> keys;
+  collect_keys(config, "", keys);
+  std::string best;
+  size_t best_distance = std::max<size_t>(2, key.size() / 5) + 1;
+  for (const std::string& k : keys) {
+    const size_t d = edit_distance(k, key);
+    if (d < best_distance) {
+      best_distance = d;
+      best = k;
+    }
+  }
+  return best.empty() ? "" : "\nDid you mean " + best + "?";
+}
+
+void Composer::apply_value(Node& config, const Override& o) {
+  Node* existing = config.find_path(o.key);
+  switch (o.type) {
+    case OverrideType::Change:
+      if (!existing)
+        throw ConfigError("Could not override '" + o.key + "'. To append to your config use +" + o.key + "=..." +
+                          did_you_mean(config, o.key));
+      if (existing->is_mapping() && o.value->is_mapping()) merge_into(*existing, *o.value);
+      else *existing = *o.value;
+      return;
+    case OverrideType::Add:
+      if (existing)
+        throw ConfigError("Could not append to config. An item is already at '" + o.key + "' (from " +
+                          existing->origin().str() + ").\nEither remove the + prefix: '" + o.key +
+                          "=...'\nOr add a second + to add or override '" + o.key + "': '++" + o.key + "=...'");
+      config.set_path(o.key, *o.value);
+      return;
+    case OverrideType::ForceAdd:
+      config.set_path(o.key, *o.value);
+      return;
+    case OverrideType::Delete:
+      if (!existing)
+        throw ConfigError("Could not delete from config. '" + o.key + "' does not exist." + did_you_mean(config, o.key));
+      if (o.value && *o.value != *existing)
+        throw ConfigError("Could not delete from config. The value of '" + o.key + "' is " + existing->to_display() +
+                          " and not " + o.value->to_display() + ".");
+      config.erase_path(o.key);
+      return;
+  }
+}
+
+void print_tree(const DefaultsNode& n, int depth, std::ostringstream& out) {
+  out << std::string(static_cast<size_t>(depth) * 2, ' ') << n.config_path;
+  if (n.config_path != "_self_" || depth == 0) {
+    out << "  (package: " << (n.package.empty() ? "_global_" : n.package);
+    if (!n.file.empty()) out << ", " << n.file;
+    out << ")";
+  }
+  out << "\n";
+  for (const DefaultsNode& c : n.children) print_tree(c, depth + 1, out);
+}
+
+}  // namespace
+
+Composition compose(const ComposeOptions& options) { return Composer(options).run(); }
+
+std::vector<std::string> group_options(const std::vector<std::string>& config_dirs, const std::string& group) {
+  std::set<std::string> names;
+  for (const std::string& d : config_dirs) {
+    const fs::path dir = fs::path(d) / group;
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    for (const auto& entry : fs::directory_iterator(dir, ec))
+      if (entry.is_regular_file() && entry.path().extension() == ".yaml") names.insert(entry.path().stem().string());
+  }
+  return {names.begin(), names.end()};
+}
+
+std::string format_defaults_tree(const DefaultsNode& root) {
+  std::ostringstream out;
+  print_tree(root, 0, out);
+  return out.str();
+}
+
+void apply_value_override(Node& config, const std::string& override_text) {
+  Composer::apply_value(config, parse_override(override_text));
+}
+
+}  // namespace wavetrain::config

@@ -1,0 +1,229 @@
+// Interpolation; see interpolation.h.
+//
+// Resolution walks from the value being read. For a string it scans for `${...}` (braces nest),
+// resolves the inside first (so `${oc.env:${name}}` works), then looks up a key or calls a resolver
+// (`oc.env`, `env`, `now`). The stack of keys being resolved detects cycles.
+#include "trainer/config/interpolation.h"
+
+#include <cstdlib>
+#include <vector>
+
+namespace wavetrain::config {
+namespace {
+
+class Resolver {
+ public:
+  Resolver(const Node& root, const ResolveContext& ctx) : root_(root), ctx_(ctx) {}
+
+  // The resolved value of the node found at `path`.
+  Node value_at(const std::string& path, const std::string& asked_from) {
+    const Node* node = root_.find_path(path);
+    if (!node) {
+      if (asked_from.empty()) throw ConfigError("Key '" + path + "' not found in the config");
+      throw ConfigError("Interpolation key '" + path + "' not found (in " + asked_from + ")");
+    }
+    for (const std::string& p : stack_)
+      if (p == path) {
+        std::string chain;
+        for (const std::string& q : stack_) chain += q + " -> ";
+        throw ConfigError("Interpolation cycle: " + chain + path);
+      }
+    Visit visit(stack_, path);
+    return resolve_node(*node, path);
+  }
+
+  // `node` lives at `path`; containers are resolved element by element.
+  Node resolve_node(const Node& node, const std::string& path, bool keep_missing = false) {
+    switch (node.kind()) {
+      case Node::Kind::Missing:
+        if (keep_missing) return node;
+        throw MissingValueError("Missing mandatory value: " + path + " (set to ??? in " + node.origin().str() +
+                          "); give it on the command line: " + path + "=...");
+      case Node::Kind::String:
+        if (!node.is_interpolation()) return unescape(node);
+        if (keep_missing) {
+          // Writing the whole tree: a reference to a value not given yet stays as written.
+          try {
+            return resolve_string(node, path);
+          } catch (const MissingValueError&) {
+            return node;
+          }
+        }
+        return resolve_string(node, path);
+      case Node::Kind::Sequence: {
+        Node out = Node::sequence(node.origin());
+        for (size_t i = 0; i < node.items().size(); ++i)
+          out.push_back(child(node.items()[i], path + "." + std::to_string(i), keep_missing));
+        return out;
+      }
+      case Node::Kind::Mapping: {
+        Node out = Node::mapping(node.origin());
+        for (const Node::Entry& e : node.entries())
+          out.set(e.first, child(e.second, path.empty() ? e.first : path + "." + e.first, keep_missing));
+        return out;
+      }
+      default:
+        return node;
+    }
+  }
+
+ private:
+  Node child(const Node& n, const std::string& path, bool keep_missing) {
+    Visit visit(stack_, path);
+    return resolve_node(n, path, keep_missing);
+  }
+
+  // Keeps `stack_` right when an error unwinds through a lookup that is caught further up.
+  struct Visit {
+    Visit(std::vector<std::string>& stack, const std::string& path) : stack_(stack) { stack_.push_back(path); }
+    ~Visit() { stack_.pop_back(); }
+    std::vector<std::string>& stack_;
+  };
+
+  static Node unescape(const Node& node) {
+    const std::string& s = node.string_value();
+    if (s.find("\\${") == std::string::npos) return node;
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (s[i] == '\\' && s.compare(i + 1, 2, "${") == 0) continue;
+      out += s[i];
+    }
+    return Node::string(out, node.origin());
+  }
+
+  // Finds the '}' closing the "${" at `open`; npos if unbalanced.
+  static size_t closing_brace(const std::string& s, size_t open) {
+    int depth = 0;
+    for (size_t i = open; i < s.size(); ++i) {
+      if (s.compare(i, 2, "${") == 0) {
+        ++depth;
+        ++i;
+      } else if (s[i] == '}') {
+        if (--depth == 0) return i;
+      }
+    }
+    return std::string::npos;
+  }
+
+  Node resolve_string(const Node& node, const std::string& path) {
+    const std::string& s = node.string_value();
+    const std::string where = path + ", from " + node.origin().str();
+    std::string text;
+    bool whole = false;
+    Node whole_value;
+    for (size_t i = 0; i < s.size();) {
+      if (s[i] == '\\' && s.compare(i + 1, 2, "${") == 0) {  // escaped: literal "${"
+        text += "${";
+        i += 3;
+        continue;
+      }
+      if (s.compare(i, 2, "${") != 0) {
+        text += s[i++];
+        continue;
+      }
+      const size_t close = closing_brace(s, i);
+      if (close == std::string::npos)
+        throw ConfigError("Unterminated interpolation in '" + s + "' (" + where + "): missing '}'");
+      // The inside may itself hold interpolations: resolve them to text first.
+      std::string inside = s.substr(i + 2, close - i - 2);
+      if (inside.find("${") != std::string::npos)
+        inside = resolve_string(Node::string(inside, node.origin()), path).to_display();
+      Node value = evaluate(inside, path, where);
+      if (i == 0 && close == s.size() - 1) {
+        whole = true;
+        whole_value = std::move(value);
+      } else {
+        if (!value.is_scalar())
+          throw ConfigError("Interpolation '${" + inside + "}' is a " + Node::kind_name(value.kind()) +
+                            " and cannot be part of a string (" + where + ")");
+        text += value.to_display();
+      }
+      i = close + 1;
+    }
+    if (whole) {
+      whole_value.set_origin(node.origin());
+      return whole_value;
+    }
+    return Node::string(text, node.origin());
+  }
+
+  Node evaluate(const std::string& inside, const std::string& path, const std::string& where) {
+    const size_t colon = inside.find(':');
+    if (colon != std::string::npos) {
+      const std::string name = inside.substr(0, colon);
+      const std::string args = inside.substr(colon + 1);
+      if (name == "oc.env" || name == "env") return env(args, where);
+      if (name == "now") return Node::string(format_now(args));
+      throw ConfigError("Unknown interpolation resolver '" + name + "' in '${" + inside + "}' (" + where +
+                        "). Known: oc.env, env, now");
+    }
+    return value_at(absolute_key(inside, path, where), path);
+  }
+
+  // `.b` is a sibling of the node at `path`; each further dot goes one level up.
+  static std::string absolute_key(const std::string& key, const std::string& path, const std::string& where) {
+    if (key.empty() || key[0] != '.') return key;
+    size_t dots = 0;
+    while (dots < key.size() && key[dots] == '.') ++dots;
+    std::vector<std::string> parts = split_path(path);
+    if (dots > parts.size())
+      throw ConfigError("Relative interpolation '${" + key + "}' goes above the config root (" + where + ")");
+    parts.resize(parts.size() - dots);
+    std::string out;
+    for (const std::string& p : parts) out += p + ".";
+    return out + key.substr(dots);
+  }
+
+  Node env(const std::string& args, const std::string& where) {
+    const size_t comma = args.find(',');
+    std::string var = args.substr(0, comma);
+    while (!var.empty() && var.back() == ' ') var.pop_back();
+    const auto value = ctx_.getenv ? ctx_.getenv(var) : std::nullopt;
+    if (value) return Node::string(*value);
+    if (comma == std::string::npos)
+      throw ConfigError("Environment variable '" + var + "' is not set (" + where + "); give a default: ${oc.env:" +
+                        var + ",DEFAULT}");
+    std::string def = args.substr(comma + 1);
+    while (!def.empty() && def.front() == ' ') def.erase(def.begin());
+    if (def == "null") return Node::null();
+    if (def.size() >= 2 && (def.front() == '\'' || def.front() == '"') && def.back() == def.front())
+      def = def.substr(1, def.size() - 2);
+    return Node::string(def);
+  }
+
+  std::string format_now(const std::string& pattern) const {
+    std::tm tm{};
+    localtime_r(&ctx_.now, &tm);
+    char buf[256];
+    const size_t n = std::strftime(buf, sizeof(buf), pattern.c_str(), &tm);
+    return std::string(buf, n);
+  }
+
+  const Node& root_;
+  const ResolveContext& ctx_;
+  std::vector<std::string> stack_;
+};
+
+}  // namespace
+
+ResolveContext ResolveContext::current() {
+  ResolveContext ctx;
+  ctx.now = std::time(nullptr);
+  ctx.getenv = [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  };
+  return ctx;
+}
+
+Node resolve_path(const Node& root, const std::string& path, const ResolveContext& ctx) {
+  Resolver r(root, ctx);
+  return r.value_at(path, "");
+}
+
+Node resolve_all(const Node& root, const ResolveContext& ctx) {
+  Resolver r(root, ctx);
+  return r.resolve_node(root, "", /*keep_missing=*/true);
+}
+
+}  // namespace wavetrain::config

@@ -1,0 +1,204 @@
+// Sweep planning; see sweep.h.
+#include "trainer/config/sweep.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "trainer/config/override.h"
+
+namespace wavetrain::config {
+namespace {
+
+const char* prefix_of(OverrideType t) {
+  switch (t) {
+    case OverrideType::Add: return "+";
+    case OverrideType::ForceAdd: return "++";
+    default: return "";
+  }
+}
+
+// A string that the override grammar reads back as the same string when written bare.
+bool safe_bare(const std::string& s) {
+  if (s.empty()) return false;
+  for (unsigned char c : s)
+    if (!(std::isalnum(c) || c == '_' || c == '-' || c == '.' || c == '/' || c == ':' || c == '%')) return false;
+  // Words and numbers that would read back as another type.
+  Override probe = parse_override("k=" + s);
+  return probe.value && probe.value->kind() == Node::Kind::String && probe.value->string_value() == s;
+}
+
+SweepDimension dimension_from(const Override& o, const GroupOptionsFn& group_options) {
+  SweepDimension d;
+  d.keys = {o.key};
+  d.prefix = prefix_of(o.type);
+  std::vector<std::string> options;
+  if (o.sweep->kind == Sweep::Kind::Glob) options = group_options(o.key);
+  d.values = {expand_sweep(*o.sweep, options)};
+  if (d.size() == 0) throw ConfigError("Sweep '" + o.text + "' gives no value");
+  return d;
+}
+
+SweepDimension dimension_from_zip(const Zip& z, const std::string& where) {
+  SweepDimension d;
+  for (const auto& [key, values] : z.keys) {
+    d.keys.push_back(key);
+    d.values.push_back(values);
+  }
+  if (d.size() == 0) throw ConfigError("zip " + where + " gives no value");
+  return d;
+}
+
+// `sweep.zip`: a dict of key -> list (one group) or a list of such dicts.
+std::vector<SweepDimension> zip_groups_from_config(const Node& zip) {
+  std::vector<const Node*> groups;
+  if (zip.is_mapping()) groups.push_back(&zip);
+  else if (zip.is_sequence())
+    for (const Node& g : zip.items()) groups.push_back(&g);
+  else if (!zip.is_null())
+    throw ConfigError("sweep.zip must be a dict of key: [values] or a list of them (" + zip.origin().str() + ")");
+  std::vector<SweepDimension> out;
+  for (const Node* g : groups) {
+    if (!g->is_mapping()) throw ConfigError("sweep.zip entries must be dicts of key: [values] (" + g->origin().str() + ")");
+    SweepDimension d;
+    for (const Node::Entry& e : g->entries()) {
+      if (!e.second.is_sequence())
+        throw ConfigError("sweep.zip." + e.first + " must be a list of values (" + e.second.origin().str() + ")");
+      d.keys.push_back(e.first);
+      d.values.push_back(e.second.items());
+    }
+    for (size_t k = 1; k < d.keys.size(); ++k)
+      if (d.values[k].size() != d.values[0].size())
+        throw ConfigError("sweep.zip: '" + d.keys[0] + "' has " + std::to_string(d.values[0].size()) + " values but '" +
+                          d.keys[k] + "' has " + std::to_string(d.values[k].size()) + " (" + g->origin().str() +
+                          "); zipped keys need the same number");
+    if (!d.keys.empty()) out.push_back(d);
+  }
+  return out;
+}
+
+bool dimension_has_key(const SweepDimension& d, const std::string& key) {
+  return std::find(d.keys.begin(), d.keys.end(), key) != d.keys.end();
+}
+
+}  // namespace
+
+std::string format_override_value(const Node& value) {
+  switch (value.kind()) {
+    case Node::Kind::String: {
+      const std::string& s = value.string_value();
+      if (safe_bare(s)) return s;
+      std::string quoted = "'";
+      for (char c : s) {
+        if (c == '\'' || c == '\\') quoted += '\\';
+        quoted += c;
+      }
+      return quoted + "'";
+    }
+    case Node::Kind::Sequence: {
+      std::string out = "[";
+      for (size_t i = 0; i < value.items().size(); ++i) out += (i ? "," : "") + format_override_value(value.items()[i]);
+      return out + "]";
+    }
+    case Node::Kind::Mapping: {
+      std::string out = "{";
+      for (size_t i = 0; i < value.entries().size(); ++i)
+        out += (i ? "," : "") + value.entries()[i].first + ":" + format_override_value(value.entries()[i].second);
+      return out + "}";
+    }
+    default:
+      return value.to_display();  // null, true/false, ints, floats (inf, nan), ???
+  }
+}
+
+bool has_sweep(const std::vector<std::string>& overrides) {
+  for (const std::string& text : overrides) {
+    if (parse_zip(text)) return true;
+    if (parse_override(text).is_sweep()) return true;
+  }
+  return false;
+}
+
+SweepPlan plan_sweep(const std::vector<std::string>& overrides, const Node* sweep_section,
+                     const GroupOptionsFn& group_options) {
+  SweepPlan plan;
+  std::vector<SweepDimension> config_dims, cli_dims;
+  std::vector<std::string> cli_single_keys;
+
+  for (const std::string& text : overrides) {
+    if (auto zip = parse_zip(text)) {
+      cli_dims.push_back(dimension_from_zip(*zip, "'" + text + "'"));
+      continue;
+    }
+    Override o = parse_override(text);
+    if (o.is_sweep()) {
+      cli_dims.push_back(dimension_from(o, group_options));
+    } else {
+      plan.fixed.push_back(text);
+      cli_single_keys.push_back(o.key);
+    }
+  }
+
+  if (sweep_section && !sweep_section->is_null()) {
+    if (!sweep_section->is_mapping())
+      throw ConfigError("'sweep' must be a dict with 'params' and/or 'zip' (" + sweep_section->origin().str() + ")");
+    if (const Node* params = sweep_section->find("params"); params && !params->is_null()) {
+      if (!params->is_mapping())
+        throw ConfigError("sweep.params must be a dict of key: values (" + params->origin().str() + ")");
+      for (const Node::Entry& e : params->entries()) {
+        // Values are override-grammar text ("1e-3,3e-4", "glob(*)"), or a YAML list of values.
+        Override o;
+        if (e.second.is_sequence()) {
+          o.key = e.first;
+          o.text = e.first;
+          o.type = OverrideType::Change;
+          o.sweep = Sweep{};
+          o.sweep->kind = Sweep::Kind::Choice;
+          o.sweep->choices = e.second.items();
+        } else {
+          o = parse_override(e.first + "=" + e.second.to_display());
+        }
+        if (!o.is_sweep()) {  // one value: a dimension of size 1, so the key is still set
+          o.sweep = Sweep{};
+          o.sweep->choices = {*o.value};
+        }
+        config_dims.push_back(dimension_from(o, group_options));
+      }
+    }
+    if (const Node* zip = sweep_section->find("zip"))
+      for (SweepDimension& d : zip_groups_from_config(*zip)) config_dims.push_back(std::move(d));
+  }
+
+  // The command line wins: a config dimension whose key it names is replaced (or dropped).
+  for (const SweepDimension& d : config_dims) {
+    bool overridden = false;
+    for (const std::string& key : d.keys) {
+      if (std::find(cli_single_keys.begin(), cli_single_keys.end(), key) != cli_single_keys.end()) overridden = true;
+      for (const SweepDimension& c : cli_dims)
+        if (dimension_has_key(c, key)) overridden = true;
+    }
+    if (!overridden) plan.dimensions.push_back(d);
+  }
+  for (SweepDimension& d : cli_dims) plan.dimensions.push_back(std::move(d));
+
+  // Cartesian product, first dimension slowest: count in mixed radix with the last digit fastest.
+  size_t total = 1;
+  for (const SweepDimension& d : plan.dimensions) total *= d.size();
+  for (size_t job = 0; job < total; ++job) {
+    std::vector<std::string> assignment = plan.fixed;
+    size_t rest = job;
+    std::vector<size_t> index(plan.dimensions.size());
+    for (size_t k = plan.dimensions.size(); k-- > 0;) {
+      index[k] = rest % plan.dimensions[k].size();
+      rest /= plan.dimensions[k].size();
+    }
+    for (size_t k = 0; k < plan.dimensions.size(); ++k) {
+      const SweepDimension& d = plan.dimensions[k];
+      for (size_t z = 0; z < d.keys.size(); ++z)
+        assignment.push_back(d.prefix + d.keys[z] + "=" + format_override_value(d.values[z][index[k]]));
+    }
+    plan.jobs.push_back(std::move(assignment));
+  }
+  return plan;
+}
+
+}  // namespace wavetrain::config
