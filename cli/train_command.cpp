@@ -127,7 +127,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("overrides", opt->overrides,
                   "Overrides in Hydra's grammar: key=value, +key=value, ++key=value, ~key, group=option; "
                   "with -m also sweeps: a=1,2  choice(..)  range(..)  glob(..)  zip(a=[..],b=[..])");
-  cmd->add_option("--config-dir", opt->config_dirs, "A config folder searched before the built-in configs/ (-cd)");
+  // One folder per -cd: a vector option would otherwise swallow the overrides that follow it.
+  cmd->add_option("--config-dir", opt->config_dirs, "A config folder searched before the built-in configs/ (-cd)")
+      ->allow_extra_args(false);
   cmd->add_option("--config-name", opt->config_name, "The primary config, without .yaml (-cn)")->capture_default_str();
   cmd->add_option("--cfg", opt->cfg, "Print the composed config and exit")->check(CLI::IsMember({"job"}));
   cmd->add_flag("--resolve", opt->resolve, "With --cfg: resolve interpolations");

@@ -1,0 +1,136 @@
+// `wavetrain train` as a user runs it: introspection, errors with exit codes, run directories,
+// and a multirun whose jobs are real `wavetrain train` processes.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "trainer/config/yaml_io.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kBasic = std::string(WAVETRAIN_TEST_DATA) + "/configs/basic";
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs wavetrain in `dir` (created fresh) with `args`.
+Result wavetrain_in(const fs::path& dir, const std::string& args) {
+  fs::create_directories(dir);
+  const fs::path err_path = dir / "stderr.txt";
+  const std::string cmd = "cd '" + dir.string() + "' && '" WAVETRAIN_BINARY "' " + args + " 2>'" + err_path.string() + "'";
+  Result r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  std::stringstream ss;
+  ss << err.rdbuf();
+  r.err = ss.str();
+  fs::remove(err_path);
+  return r;
+}
+
+fs::path fresh(const std::string& name) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("wavetrain_cli_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  return dir;
+}
+
+TEST(CliTrain, CfgJobPrintsTheComposedConfig) {
+  const Result r = wavetrain_in(fresh("cfg"), "train -cd " + kBasic + " --cfg job model=lstm trainer.max_epochs=3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "model:\n  name: lstm\n  hidden: 24\noptimizer:\n  lr: 0.004\n  betas:\n    - 0.9\n    - 0.999\n"
+            "trainer:\n  max_epochs: 3\n  max_steps: -1\n  lr: ${optimizer.lr}\nname: run_${model.name}\n");
+  const Result resolved = wavetrain_in(fresh("cfg"), "train --config-dir " + kBasic + " --cfg job --resolve");
+  EXPECT_NE(resolved.out.find("  lr: 0.004\nname: run_wavenet\n"), std::string::npos) << resolved.out;
+}
+
+TEST(CliTrain, InfoDefaultsShowsTheTree) {
+  const Result r = wavetrain_in(fresh("info"), "train -cd " + kBasic + " --info defaults model/encoder=big");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("    model/encoder/big  (package: model.encoder, " + kBasic + "/model/encoder/big.yaml)\n"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(CliTrain, ErrorsArePrintedWholeWithANonZeroExit) {
+  const Result r = wavetrain_in(fresh("err"), "train -cd " + kBasic + " trainer.max_epoch=3");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "wavetrain: error: Could not override 'trainer.max_epoch'. To append to your config use "
+            "+trainer.max_epoch=...\nDid you mean trainer.max_epochs?\n");
+  const Result sweep = wavetrain_in(fresh("err"), "train -cd " + kBasic + " trainer.lr=1,2");
+  EXPECT_EQ(sweep.exit_code, 1);
+  EXPECT_NE(sweep.err.find("Add -m to run one job per value"), std::string::npos) << sweep.err;
+  const Result grammar = wavetrain_in(fresh("err"), "train -cd " + kBasic + " 'a=[1,2'");
+  EXPECT_EQ(grammar.exit_code, 1);
+  EXPECT_NE(grammar.err.find("Error parsing override 'a=[1,2'"), std::string::npos) << grammar.err;
+  const Result missing = wavetrain_in(fresh("err"), "train");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("Missing mandatory value: task (set to ??? in "), std::string::npos) << missing.err;
+}
+
+TEST(CliTrain, RunDirectoryRecordsTheRunEvenWhenTheTaskIsUnknown) {
+  const fs::path dir = fresh("rundir");
+  const Result r = wavetrain_in(dir, "train task=nothing_yet trainer.seed=3 run.dir=out/r");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("Unknown task 'nothing_yet' (task, from the command line)"), std::string::npos) << r.err;
+  const wavetrain::config::Node composed = wavetrain::config::load_yaml_file((dir / "out/r/.wavetrain/config.yaml").string());
+  EXPECT_EQ(composed.find_path("trainer.seed")->int_value(), 3);
+  const wavetrain::config::Node overrides =
+      wavetrain::config::load_yaml_file((dir / "out/r/.wavetrain/overrides.yaml").string());
+  EXPECT_EQ(overrides.items().size(), 3u);
+  EXPECT_TRUE(fs::exists(dir / "out/r/.wavetrain/config.resolved.yaml"));
+  EXPECT_TRUE(fs::exists(dir / "out/r/wavetrain.log"));
+}
+
+TEST(CliTrain, MultirunLaunchesEveryJobAndReportsFailures) {
+  // No training task exists yet, so every job fails: each failure is reported with its output,
+  // the summary lists all of them, and the exit code is non-zero.
+  const fs::path dir = fresh("multirun");
+  const Result r = wavetrain_in(dir, "train -m -j 2 task=nothing_yet trainer.seed=1,2,3 run.multirun_dir=sweep");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.out.find("Launching 3 jobs, 2 at a time, in sweep"), std::string::npos) << r.out;
+  for (int job = 0; job < 3; ++job) {
+    EXPECT_NE(r.out.find("[" + std::to_string(job) + "] FAILED with exit code 1"), std::string::npos) << r.out;
+    EXPECT_TRUE(fs::exists(dir / "sweep" / std::to_string(job) / ".wavetrain/config.yaml")) << job;
+  }
+  EXPECT_NE(r.out.find("Unknown task 'nothing_yet'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0 done, 3 failed"), std::string::npos) << r.out;
+  const wavetrain::config::Node job1 =
+      wavetrain::config::load_yaml_file((dir / "sweep/1/.wavetrain/config.yaml").string());
+  EXPECT_EQ(job1.find_path("trainer.seed")->int_value(), 2);
+  EXPECT_TRUE(fs::exists(dir / "sweep/multirun.yaml"));
+  EXPECT_TRUE(fs::exists(dir / "sweep/summary.csv"));
+}
+
+TEST(CliTrain, InfoJobsListsASweepInOrder) {
+  const Result r = wavetrain_in(fresh("jobs"), "train -cd " + kBasic +
+                                                   " --info jobs 'zip(trainer.lr=[0.1,0.2],trainer.max_epochs=[1,2])' "
+                                                   "'model=glob(*)'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "trainer.lr=0.1 trainer.max_epochs=1 model=lstm\n"
+            "trainer.lr=0.1 trainer.max_epochs=1 model=wavenet\n"
+            "trainer.lr=0.2 trainer.max_epochs=2 model=lstm\n"
+            "trainer.lr=0.2 trainer.max_epochs=2 model=wavenet\n");
+}
+
+}  // namespace
