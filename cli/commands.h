@@ -22,6 +22,7 @@ struct ExitCode {
   int code;
 };
 
+void add_ckpt_command(CLI::App& app);
 void add_devices_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 

@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", version_text());
   app.require_subcommand(1);
   app.fallthrough(false);
+  add_ckpt_command(app);
   add_devices_command(app);
   add_train_command(app);
 

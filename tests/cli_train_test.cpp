@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "trainer/config/yaml_io.h"
+#include "trainer/serialization/torch_file.h"
 
 namespace fs = std::filesystem;
 
@@ -131,6 +132,24 @@ TEST(CliTrain, InfoJobsListsASweepInOrder) {
             "trainer.lr=0.1 trainer.max_epochs=1 model=wavenet\n"
             "trainer.lr=0.2 trainer.max_epochs=2 model=lstm\n"
             "trainer.lr=0.2 trainer.max_epochs=2 model=wavenet\n");
+}
+
+}  // namespace
+
+namespace {
+
+TEST(CliCkpt, InfoOnAStateDictAndOnAMissingFile) {
+  const fs::path dir = fresh("ckpt");
+  fs::create_directories(dir);
+  wavetrain::serialization::save_torch_file(
+      (dir / "w.pt").string(), wavetrain::serialization::from_state_dict({{"fc.weight", at::zeros({2, 3})}}));
+  const Result r = wavetrain_in(dir, "ckpt info w.pt");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("w.pt: PyTorch state dict\n  fc.weight"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Float     [2, 3]"), std::string::npos) << r.out;
+  const Result missing = wavetrain_in(dir, "ckpt info nope.ckpt");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.err, "wavetrain: error: nope.ckpt: cannot open: No such file or directory\n");
 }
 
 }  // namespace

@@ -1,0 +1,74 @@
+// Checkpoints: the full training state in one file that resumes a run exactly.
+//
+// The file is a torch.save archive (Python can open it with torch.load(weights_only=True): it holds
+// only dicts, lists, numbers, strings and tensors) with one extra record, `wavetrain_checksum`:
+// CRC-32C over data.pkl and every storage record, verified on load. It is written to a temporary
+// file, flushed and renamed, so a crash never leaves a half-written checkpoint under the real name.
+//
+//   format, format_version            "wavetrain-checkpoint", 1
+//   wavetrain_version, torch_version
+//   model                             OrderedDict name -> tensor (Python's state_dict order)
+//   optimizer                         {type, param_groups: [{options..., params: [i...]}], state: {i: {...}}}
+//   scheduler                         whatever the scheduler saves (None without one)
+//   scaler                            {scale, growth_tracker} or None
+//   epoch, global_step, batch_in_epoch
+//   rng                               {cpu: uint8 tensor, cuda: [uint8 tensor per device]}
+//   config                            the composed config as YAML
+//   metrics                           {name: number}
+//
+// A truncated, corrupted, empty or foreign file gives an error naming the file and what is wrong.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainer/grad_scaler.h"
+#include "trainer/serialization/pickle.h"
+#include "trainer/serialization/torch_file.h"
+
+namespace torch::optim {
+class Optimizer;
+}
+
+namespace wavetrain {
+
+struct RngState {
+  at::Tensor cpu;                // the default CPU generator's state
+  std::vector<at::Tensor> cuda;  // one per visible CUDA device (empty without CUDA)
+};
+RngState capture_rng();
+void restore_rng(const RngState& state);
+
+struct TrainingState {
+  serialization::StateDict model;
+  serialization::Value optimizer;  // optimizer_state(); None if not saved
+  serialization::Value scheduler;
+  std::optional<GradScalerState> scaler;
+  int64_t epoch = 0;
+  int64_t global_step = 0;
+  int64_t batch_in_epoch = 0;  // batches of `epoch` already consumed (resume mid-epoch)
+  RngState rng;
+  std::string config_yaml;
+  std::vector<std::pair<std::string, double>> metrics;
+  // Filled by Checkpoint::load.
+  std::string wavetrain_version;
+  std::string torch_version;
+};
+
+// Adam, AdamW and SGD state as a Value (parameters are numbered in param-group order, like
+// Python's optimizer.state_dict()); load_optimizer_state() checks the counts and shapes match.
+serialization::Value optimizer_state(torch::optim::Optimizer& optimizer);
+void load_optimizer_state(torch::optim::Optimizer& optimizer, const serialization::Value& state,
+                          const std::string& source);
+
+class Checkpoint {
+ public:
+  static void save(const std::string& path, const TrainingState& state);
+  static TrainingState load(const std::string& path);
+  // Human-readable contents for `wavetrain ckpt info`: kind of file, versions, step, metrics, and
+  // every tensor with its dtype and shape. Also works on a plain state dict.
+  static std::string info(const std::string& path);
+};
+
+}  // namespace wavetrain
