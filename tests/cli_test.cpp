@@ -1,16 +1,9 @@
 // The wavetrain binary as a user runs it: exit codes, messages, the device report, and the thread
 // and OpenMP defaults that only a real process start can show.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <array>
-#include <cstdio>
-#include <fstream>
-#include <sstream>
-
+#include "tests/run_process.h"
 #include "trainer/threads.h"
 #include "wavetrain_build_config.h"
 
@@ -18,34 +11,12 @@
 
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using Result = wavetrain::testing::ProcessResult;
 
 // Runs `env ENV wavetrain ARGS` through the shell; ENV may unset variables with -u NAME.
 Result wavetrain(const std::string& args, const std::string& env = "") {
-  // A file of its own per call: ctest runs tests in parallel processes.
-  std::string err_path = ::testing::TempDir() + "wavetrain_cli_stderr_XXXXXX";
-  const int fd = mkstemp(err_path.data());
-  if (fd >= 0) close(fd);
-  const std::string cmd =
-      "env -u WAVETRAIN_THREADS -u OMP_WAIT_POLICY " + env + " '" WAVETRAIN_BINARY "' " + args + " 2>'" + err_path + "'";
-  Result r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  std::stringstream ss;
-  ss << err.rdbuf();
-  r.err = ss.str();
-  std::remove(err_path.c_str());
-  return r;
+  return wavetrain::testing::run_shell("env -u WAVETRAIN_THREADS -u OMP_WAIT_POLICY " + env + " '" WAVETRAIN_BINARY
+                                       "' " + args);
 }
 
 bool contains(const std::string& haystack, const std::string& needle) {

@@ -1,16 +1,10 @@
 // `wavetrain train` as a user runs it: introspection, errors with exit codes, run directories,
 // and a multirun whose jobs are real `wavetrain train` processes.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "tests/run_process.h"
 #include "trainer/config/yaml_io.h"
 #include "trainer/serialization/torch_file.h"
 
@@ -20,31 +14,12 @@ namespace {
 
 const std::string kBasic = std::string(WAVETRAIN_TEST_DATA) + "/configs/basic";
 
-struct Result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using Result = wavetrain::testing::ProcessResult;
 
-// Runs wavetrain in `dir` (created fresh) with `args`.
+// Runs wavetrain in `dir` (created if needed) with `args`.
 Result wavetrain_in(const fs::path& dir, const std::string& args) {
   fs::create_directories(dir);
-  const fs::path err_path = dir / "stderr.txt";
-  const std::string cmd = "cd '" + dir.string() + "' && '" WAVETRAIN_BINARY "' " + args + " 2>'" + err_path.string() + "'";
-  Result r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  std::stringstream ss;
-  ss << err.rdbuf();
-  r.err = ss.str();
-  fs::remove(err_path);
-  return r;
+  return wavetrain::testing::run_shell("cd '" + dir.string() + "' && '" WAVETRAIN_BINARY "' " + args);
 }
 
 fs::path fresh(const std::string& name) {

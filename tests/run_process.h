@@ -1,0 +1,46 @@
+// Test support: runs a shell command and collects its exit code, stdout and stderr, as a user at a
+// terminal would see them. Used by the tests that drive the wavetrain binary.
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace wavetrain::testing {
+
+struct ProcessResult {
+  int exit_code = -1;  // -1 when the command could not start or was killed by a signal
+  std::string out;
+  std::string err;
+};
+
+inline ProcessResult run_shell(const std::string& command) {
+  // A stderr file of its own per call: ctest runs tests in parallel processes.
+  std::string err_path = ::testing::TempDir() + "wavetrain_stderr_XXXXXX";
+  const int fd = mkstemp(err_path.data());
+  if (fd >= 0) close(fd);
+  ProcessResult r;
+  FILE* pipe = popen((command + " 2>'" + err_path + "'").c_str(), "r");
+  if (pipe) {
+    std::array<char, 4096> buf{};
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+    const int status = pclose(pipe);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  std::ifstream err(err_path);
+  std::stringstream ss;
+  ss << err.rdbuf();
+  r.err = ss.str();
+  std::remove(err_path.c_str());
+  return r;
+}
+
+}  // namespace wavetrain::testing
