@@ -11,7 +11,11 @@
 #include "trainer/config/config.h"
 #include "trainer/config/sweep.h"
 #include "trainer/config/yaml_io.h"
+#include "trainer/amp.h"
+#include "trainer/device.h"
 #include "trainer/multirun.h"
+#include "trainer/threads.h"
+#include "trainer/torch_compat.h"
 #include "trainer/run_directory.h"
 #include "wavetrain_build_config.h"
 
@@ -56,6 +60,33 @@ std::string command_line_text(const TrainOptions& opt) {
   std::string s = "wavetrain train";
   for (const std::string& o : opt.overrides) s += " " + o;
   return s;
+}
+
+// .wavetrain/environment.yaml and the log: what this run runs on, and every warning about it.
+void record_environment(const RunDirectory& run, const DeviceChoice& device, const AmpPolicy& amp) {
+  using config::Node;
+  const ThreadSettings threads = current_thread_settings();
+  Node env = Node::mapping();
+  env.set("device", Node::string(device.device.str()));
+  env.set("precision", Node::string(precision_name(amp.requested)));
+  env.set("amp", Node::string(amp.describe()));
+  env.set("autocast", Node::boolean(amp.autocast));
+  env.set("grad_scaler", Node::boolean(amp.grad_scaler));
+  env.set("threads", Node::integer(threads.intra_op));
+  env.set("omp_wait_policy", Node::string(threads.omp_wait_policy));
+  env.set("wavetrain_version", Node::string(WAVETRAIN_VERSION));
+  env.set("torch_version", Node::string(compat::torch_version()));
+  Node warnings = Node::sequence();
+  for (const std::string& w : device.warnings) warnings.push_back(Node::string(w));
+  for (const std::string& w : amp.warnings) warnings.push_back(Node::string(w));
+  env.set("warnings", warnings);
+  run.write_meta("environment", env);
+  run.log("device " + device.device.str() + "; " + amp.describe() + "; " + std::to_string(threads.intra_op) +
+          " CPU threads");
+  for (const Node& w : warnings.items()) {
+    run.log("warning: " + w.string_value());
+    std::cerr << "warning: " << w.string_value() << "\n";
+  }
 }
 
 int run_train(const TrainOptions& opt) {
@@ -112,8 +143,16 @@ int run_train(const TrainOptions& opt) {
   }
 
   const std::string task = cfg.get_string("task");  // ??? fails here, naming the key
+  // Device and precision are decided before anything is written, so a run that cannot start
+  // (bf16 on a GPU without it, cuda:3 on a 1-GPU machine) fails at once.
+  const DeviceChoice device = choose_device(DeviceRequest::parse(cfg.get_string("trainer.device", "auto")),
+                                            probe_availability());
+  const AmpPolicy amp = resolve_amp_policy(parse_precision(cfg.get_string("trainer.precision", "32")),
+                                           cfg.get_bool("trainer.amp_on_mps", false), device.device.type(),
+                                           probe_amp_capabilities(device.device));
   const RunDirectory run = RunDirectory::create_for(cfg);
   run.record(cfg, opt.overrides, command_line_text(opt));
+  record_environment(run, device, amp);
   std::cerr << "run directory: " << run.path().string() << "\n";
   throw config::ConfigError("Unknown task '" + task + "' (task, from " + cfg.tree().find("task")->origin().str() +
                             "). This build registers no training task yet.");

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "tests/run_process.h"
 #include "trainer/config/yaml_io.h"
@@ -75,6 +76,33 @@ TEST(CliTrain, RunDirectoryRecordsTheRunEvenWhenTheTaskIsUnknown) {
   EXPECT_EQ(overrides.items().size(), 3u);
   EXPECT_TRUE(fs::exists(dir / "out/r/.wavetrain/config.resolved.yaml"));
   EXPECT_TRUE(fs::exists(dir / "out/r/wavetrain.log"));
+}
+
+TEST(CliTrain, DeviceAndPrecisionAreRecordedWithTheirWarnings) {
+  const fs::path dir = fresh("environment");
+  const Result r = wavetrain_in(dir, "train task=nothing_yet trainer.precision=16-mixed trainer.device=cpu run.dir=r");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("warning: precision 16-mixed is not available on cpu (CPU autocast is bfloat16); using "
+                       "bf16-mixed\n"),
+            std::string::npos)
+      << r.err;
+  const wavetrain::config::Node env = wavetrain::config::load_yaml_file((dir / "r/.wavetrain/environment.yaml").string());
+  EXPECT_EQ(env.find("device")->string_value(), "cpu");
+  EXPECT_EQ(env.find("amp")->string_value(), "cpu: bf16 autocast (precision 16-mixed)");
+  EXPECT_FALSE(env.find("grad_scaler")->bool_value());
+  EXPECT_EQ(env.find("warnings")->items().size(), 1u);
+  std::ifstream log(dir / "r/wavetrain.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("] device cpu; cpu: bf16 autocast (precision 16-mixed); "), std::string::npos) << text;
+  EXPECT_NE(text.find("] warning: precision 16-mixed is not available on cpu"), std::string::npos) << text;
+
+  const fs::path bad_dir = fresh("environment_bad");
+  const Result bad = wavetrain_in(bad_dir, "train task=x trainer.precision=8 run.dir=r2");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("trainer.precision='8' is not a precision: expected 32, 16-mixed or bf16-mixed"),
+            std::string::npos)
+      << bad.err;
+  EXPECT_FALSE(fs::exists(bad_dir / "r2"));  // nothing written for a run that cannot start
 }
 
 TEST(CliTrain, MultirunLaunchesEveryJobAndReportsFailures) {

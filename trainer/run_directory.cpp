@@ -56,15 +56,26 @@ void RunDirectory::record(const config::Config& config, const std::vector<std::s
   for (const std::string& o : overrides) list.push_back(config::Node::string(o));
   write_file_atomic((meta_dir() / "overrides.yaml").string(), config::to_yaml(list));
 
-  std::ofstream log(log_path(), std::ios::app);
-  if (!log) throw std::runtime_error("Cannot open '" + log_path().string() + "' for writing");
+  log("wavetrain " + std::string(WAVETRAIN_VERSION) + " run in " + path_.string());
+  log("command: " + command_line);
+}
+
+void RunDirectory::write_meta(const std::string& name, const config::Node& content) const {
+  std::error_code ec;
+  fs::create_directories(meta_dir(), ec);
+  if (ec) throw std::runtime_error("Cannot create '" + meta_dir().string() + "': " + ec.message());
+  write_file_atomic((meta_dir() / (name + ".yaml")).string(), config::to_yaml(content));
+}
+
+void RunDirectory::log(const std::string& line) const {
+  std::ofstream out(log_path(), std::ios::app);
+  if (!out) throw std::runtime_error("Cannot open '" + log_path().string() + "' for writing");
   char when[32];
-  const std::time_t now = config.context().now;
+  const std::time_t now = std::time(nullptr);
   std::tm tm{};
   localtime_r(&now, &tm);
   std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
-  log << "[" << when << "] wavetrain " << WAVETRAIN_VERSION << " run in " << path_.string() << "\n"
-      << "[" << when << "] command: " << command_line << "\n";
+  out << "[" << when << "] " << line << "\n";
 }
 
 }  // namespace wavetrain

@@ -6,6 +6,7 @@
 //   RUN/.wavetrain/config.yaml           the composed config, as written (interpolations kept)
 //   RUN/.wavetrain/config.resolved.yaml  the same with interpolations resolved
 //   RUN/.wavetrain/overrides.yaml        the command-line overrides, as typed
+//   RUN/.wavetrain/environment.yaml      device, precision policy, threads and versions of the run
 //   RUN/wavetrain.log                    the run's log
 #pragma once
 
@@ -32,9 +33,15 @@ class RunDirectory {
   std::filesystem::path meta_dir() const { return path_ / ".wavetrain"; }
   std::filesystem::path log_path() const { return path_ / "wavetrain.log"; }
 
-  // Writes the three files under .wavetrain/ (each atomically) and starts wavetrain.log.
+  // Writes the three config files under .wavetrain/ (each atomically) and starts wavetrain.log.
   void record(const config::Config& config, const std::vector<std::string>& overrides,
               const std::string& command_line) const;
+
+  // Writes .wavetrain/<name>.yaml atomically.
+  void write_meta(const std::string& name, const config::Node& content) const;
+
+  // Appends a timestamped line to wavetrain.log.
+  void log(const std::string& line) const;
 
  private:
   explicit RunDirectory(std::filesystem::path p) : path_(std::move(p)) {}
