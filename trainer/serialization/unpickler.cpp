@@ -1,278 +1,39 @@
-// The Value type, the restricted unpickler and the protocol-2 pickler; see pickle.h.
+// The restricted unpickler, unpickle() in pickle.h: it reads what torch.save writes (the format is
+// described at the top of pickler.cpp) and implements the few globals it accepts itself, so that
+// nothing in a file is ever executed.
 //
-// Format facts this file relies on (checked with pickletools.dis on files written by torch 1.13,
-// and against torch 2.x's serialization.py / _weights_only_unpickler.py):
-//  - torch.save pickles with protocol 2. A tensor is REDUCE(torch._utils._rebuild_tensor_v2,
-//    (storage, offset, size, stride, requires_grad, backward_hooks[, metadata])), where storage is
-//    BINPERSID of ('storage', torch.<Type>Storage, key, location, numel).
-//  - An OrderedDict is REDUCE(collections.OrderedDict, ()) followed by SETITEMS; a state dict then
-//    gets BUILD with {'_metadata': ...}. Python's pickler memoizes a dict or list *before* filling
-//    it, so a later BINGET must see the filled object: the unpickler keeps reference semantics
-//    (nodes in an arena) and turns the result into a Value tree only at the end.
-//  - Protocol 2 has no bytes opcode: bytes pickle as _codecs.encode(str, 'latin1').
-//  - torch 1.13's weights_only loader knows neither BINFLOAT nor _codecs.encode, so floats and
-//    bytes that we write load there only without weights_only; 2.x reads both.
+// Python's pickler memoizes a dict or list *before* filling it, so a later BINGET must see the
+// filled object: the unpickler keeps reference semantics (nodes in an arena) and turns the result
+// into a Value tree only at the end.
 #include "trainer/serialization/pickle.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <deque>
-#include <limits>
 #include <map>
 #include <new>
-#include <tuple>
+#include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "trainer/serialization/internal.h"
 
 namespace wavetrain::serialization {
 
-// ---------------------------------------------------------------------------------------------
-// Value
-
-Value Value::boolean(bool b) {
-  Value v;
-  v.kind_ = Kind::Bool;
-  v.bool_ = b;
-  return v;
-}
-
-Value Value::integer(int64_t i) {
-  Value v;
-  v.kind_ = Kind::Int;
-  v.int_ = i;
-  return v;
-}
-
-Value Value::floating(double d) {
-  Value v;
-  v.kind_ = Kind::Float;
-  v.float_ = d;
-  return v;
-}
-
-Value Value::string(std::string utf8) {
-  Value v;
-  v.kind_ = Kind::String;
-  v.text_ = std::move(utf8);
-  return v;
-}
-
-Value Value::bytes(std::string raw) {
-  Value v;
-  v.kind_ = Kind::Bytes;
-  v.text_ = std::move(raw);
-  return v;
-}
-
-Value Value::list(std::vector<Value> items) {
-  Value v;
-  v.kind_ = Kind::List;
-  v.items_ = std::move(items);
-  return v;
-}
-
-Value Value::tuple(std::vector<Value> items) {
-  Value v;
-  v.kind_ = Kind::Tuple;
-  v.items_ = std::move(items);
-  return v;
-}
-
-Value Value::dict(std::vector<Entry> entries) {
-  Value v;
-  v.kind_ = Kind::Dict;
-  v.entries_ = std::move(entries);
-  return v;
-}
-
-Value Value::ordered_dict(std::vector<Entry> entries) {
-  Value v = dict(std::move(entries));
-  v.ordered_ = true;
-  return v;
-}
-
-Value Value::tensor(at::Tensor t) {
-  Value v;
-  v.kind_ = Kind::Tensor;
-  v.tensor_ = std::move(t);
-  return v;
-}
-
-const char* Value::kind_name(Kind k) {
-  switch (k) {
-    case Kind::None: return "None";
-    case Kind::Bool: return "bool";
-    case Kind::Int: return "int";
-    case Kind::Float: return "float";
-    case Kind::String: return "str";
-    case Kind::Bytes: return "bytes";
-    case Kind::List: return "list";
-    case Kind::Tuple: return "tuple";
-    case Kind::Dict: return "dict";
-    case Kind::Tensor: return "tensor";
-  }
-  return "?";
-}
+using detail::a;
+using detail::kMaxDepth;
+using detail::printable;
+using detail::valid_utf8;
 
 namespace {
 
-// "an int", "a list", "None": kind names as they read in a sentence.
-std::string a(const char* kind) {
-  const std::string name = kind;
-  if (name == "None") return name;
-  return (name == "int" ? "an " : "a ") + name;
-}
-
-}  // namespace
-
-void Value::expect(Kind k) const {
-  if (kind_ != k) {
-    throw SerializationError("expected " + a(kind_name(k)) + ", got " + a(kind_name()));
-  }
-}
-
-bool Value::as_bool() const {
-  expect(Kind::Bool);
-  return bool_;
-}
-
-int64_t Value::as_int() const {
-  expect(Kind::Int);
-  return int_;
-}
-
-double Value::as_float() const {
-  expect(Kind::Float);
-  return float_;
-}
-
-const std::string& Value::as_string() const {
-  expect(Kind::String);
-  return text_;
-}
-
-const std::string& Value::as_bytes() const {
-  expect(Kind::Bytes);
-  return text_;
-}
-
-const at::Tensor& Value::as_tensor() const {
-  expect(Kind::Tensor);
-  return tensor_;
-}
-
-const std::vector<Value>& Value::items() const {
-  if (kind_ != Kind::List && kind_ != Kind::Tuple) {
-    throw SerializationError("expected a list or tuple, got " + a(kind_name()));
-  }
-  return items_;
-}
-
-std::vector<Value>& Value::items() {
-  if (kind_ != Kind::List && kind_ != Kind::Tuple) {
-    throw SerializationError("expected a list or tuple, got " + a(kind_name()));
-  }
-  return items_;
-}
-
-const std::vector<Value::Entry>& Value::entries() const {
-  expect(Kind::Dict);
-  return entries_;
-}
-
-std::vector<Value::Entry>& Value::entries() {
-  expect(Kind::Dict);
-  return entries_;
-}
-
-bool Value::ordered() const {
-  expect(Kind::Dict);
-  return ordered_;
-}
-
-const Value* Value::find(const std::string& key) const {
-  for (const Entry& e : entries()) {
-    if (e.first.kind() == Kind::String && e.first.as_string() == key) return &e.second;
-  }
-  return nullptr;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Shared helpers
-
-namespace {
-
-struct StorageType {
-  const char* name;
-  at::ScalarType dtype;
-};
-
-// The typed storage classes torch.save names; complex ones are included because 1.13's and 2.x's
-// weights_only loaders accept them too.
-constexpr StorageType kStorageTypes[] = {
-    {"DoubleStorage", at::kDouble}, {"FloatStorage", at::kFloat},
-    {"HalfStorage", at::kHalf},     {"BFloat16Storage", at::kBFloat16},
-    {"LongStorage", at::kLong},     {"IntStorage", at::kInt},
-    {"ShortStorage", at::kShort},   {"CharStorage", at::kChar},
-    {"ByteStorage", at::kByte},     {"BoolStorage", at::kBool},
-    {"ComplexFloatStorage", at::kComplexFloat}, {"ComplexDoubleStorage", at::kComplexDouble},
-};
-
-// Checks UTF-8 as Python's "surrogatepass" decoder does (pickle decodes BINUNICODE that way):
-// shortest forms only, code points up to U+10FFFF, but lone surrogates are allowed.
-bool valid_utf8(const std::string& s) {
-  size_t i = 0;
-  const size_t n = s.size();
-  while (i < n) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t len = 0;
-    uint32_t cp = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (n - i < len) return false;
-    for (size_t k = 1; k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    const uint32_t min_for_len[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_for_len[len] || cp > 0x10FFFF) return false;
-    i += len;
-  }
-  return true;
-}
-
-// Bytes travel through protocol 2 as a str holding one code point per byte (latin-1).
-std::string latin1_to_utf8(const std::string& raw) {
-  std::string out;
-  out.reserve(raw.size() * 2);
-  for (const char ch : raw) {
-    const auto b = static_cast<unsigned char>(ch);
-    if (b < 0x80) {
-      out.push_back(static_cast<char>(b));
-    } else {
-      out.push_back(static_cast<char>(0xC0 | (b >> 6)));
-      out.push_back(static_cast<char>(0x80 | (b & 0x3F)));
-    }
-  }
-  return out;
-}
-
-// The inverse; false when a code point does not fit in a byte. Expects valid UTF-8.
+// Protocol 2 writes bytes as a str holding one code point per byte (latin-1); this turns such a str
+// back into the bytes, false when a code point does not fit in a byte. Expects valid UTF-8.
 bool utf8_to_latin1(const std::string& utf8, std::string* raw) {
   raw->clear();
   for (size_t i = 0; i < utf8.size(); ++i) {
@@ -288,24 +49,6 @@ bool utf8_to_latin1(const std::string& utf8, std::string* raw) {
     }
   }
   return true;
-}
-
-// Module and class names come from the input; keep error messages printable and short.
-std::string printable(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size() && i < 120; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7F) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      static const char hex[] = "0123456789abcdef";
-      out += "\\x";
-      out.push_back(hex[c >> 4]);
-      out.push_back(hex[c & 15]);
-    }
-  }
-  if (s.size() > 120) out += "...";
-  return out;
 }
 
 // Names for opcodes we refuse, so that the error says what the file tried to do.
@@ -346,38 +89,12 @@ constexpr const char* kAllowedGlobals =
     "collections.OrderedDict, torch._utils._rebuild_tensor_v2, torch._utils._rebuild_parameter, "
     "torch.FloatStorage and the other storage types, _codecs.encode";
 
-// Limits against hostile input. The stack limit is far above what Python writes (its pickler
-// batches APPENDS/SETITEMS by 1000); depth bounds the recursion that builds the Value tree.
+// Limits against hostile input (with detail::kMaxDepth). The stack limit is far above what Python
+// writes (its pickler batches APPENDS/SETITEMS by 1000).
 constexpr size_t kMaxStack = 100000;
 constexpr size_t kMaxMarks = 1000;
-constexpr int kMaxDepth = 1000;
 constexpr size_t kMaxMemo = size_t{1} << 20;
 constexpr size_t kMaxDims = 64;
-
-}  // namespace
-
-std::string storage_type_name(at::ScalarType dtype) {
-  for (const StorageType& t : kStorageTypes) {
-    if (t.dtype == dtype) return t.name;
-  }
-  throw SerializationError(std::string("cannot save tensors of dtype ") + c10::toString(dtype) +
-                           ": PyTorch has no storage type for it in torch.save's format");
-}
-
-bool storage_dtype(const std::string& type_name, at::ScalarType* dtype) {
-  for (const StorageType& t : kStorageTypes) {
-    if (type_name == t.name) {
-      *dtype = t.dtype;
-      return true;
-    }
-  }
-  return false;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Unpickler
-
-namespace {
 
 // The globals we implement ourselves; nothing is ever resolved by name.
 enum class Callable { OrderedDict, RebuildTensorV2, RebuildParameter, CodecsEncode, EmptyBytes, Storage };
@@ -973,235 +690,6 @@ Value unpickle(const std::string& bytes, const StorageLoader& load_storage) {
     throw SerializationError("out of memory while unpickling at byte " + std::to_string(unpickler.position()));
   } catch (const std::exception& e) {
     throw SerializationError("unpickling failed at byte " + std::to_string(unpickler.position()) + ": " + e.what());
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Pickler
-
-namespace {
-
-class Pickler {
- public:
-  Pickled run(const Value& v) {
-    out_.push_back(static_cast<char>(0x80));  // PROTO 2
-    out_.push_back(2);
-    value(v, 0);
-    out_.push_back('.');  // STOP
-    return Pickled{std::move(out_), std::move(storages_)};
-  }
-
- private:
-  // Python's pickler sends APPENDS/SETITEMS in batches of this size; unpicklers may rely on it.
-  static constexpr size_t kBatch = 1000;
-
-  void op(char c) { out_.push_back(c); }
-  void little_endian(uint64_t v, int n) {
-    for (int k = 0; k < n; ++k) out_.push_back(static_cast<char>((v >> (8 * k)) & 0xFF));
-  }
-
-  // The shortest encoding, as Python chooses it.
-  void integer(int64_t v) {
-    if (v >= 0 && v <= 0xFF) {
-      op('K');
-      little_endian(static_cast<uint64_t>(v), 1);
-    } else if (v >= 0 && v <= 0xFFFF) {
-      op('M');
-      little_endian(static_cast<uint64_t>(v), 2);
-    } else if (v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max()) {
-      op('J');
-      little_endian(static_cast<uint32_t>(static_cast<int32_t>(v)), 4);
-    } else {
-      // LONG1: minimal little-endian two's complement. Drop top bytes that only repeat the sign.
-      const auto u = static_cast<uint64_t>(v);
-      int n = 8;
-      while (n > 1) {
-        const uint8_t top = (u >> (8 * (n - 1))) & 0xFF;
-        const uint8_t below = (u >> (8 * (n - 2))) & 0xFF;
-        if ((top == 0x00 && !(below & 0x80)) || (top == 0xFF && (below & 0x80))) {
-          --n;
-        } else {
-          break;
-        }
-      }
-      op(static_cast<char>(0x8a));
-      out_.push_back(static_cast<char>(n));
-      little_endian(u, n);
-    }
-  }
-
-  void string(const std::string& s) {
-    if (!valid_utf8(s)) throw SerializationError("cannot save a string that is not valid UTF-8");
-    if (s.size() > std::numeric_limits<uint32_t>::max()) throw SerializationError("cannot save a string over 4 GiB");
-    op('X');  // BINUNICODE, which every weights_only loader reads
-    little_endian(s.size(), 4);
-    out_ += s;
-  }
-
-  void global(const char* module, const std::string& name) {
-    op('c');
-    out_ += module;
-    out_.push_back('\n');
-    out_ += name;
-    out_.push_back('\n');
-  }
-
-  void tuple_of_ints(at::IntArrayRef values) {
-    if (values.empty()) {
-      op(')');
-      return;
-    }
-    const bool marked = values.size() > 3;
-    if (marked) op('(');
-    for (const int64_t x : values) integer(x);
-    if (marked) {
-      op('t');
-    } else {
-      op(static_cast<char>(0x84 + values.size()));  // TUPLE1..TUPLE3
-    }
-  }
-
-  void empty_ordered_dict() {
-    global("collections", "OrderedDict");
-    op(')');
-    op('R');
-  }
-
-  void tensor(const at::Tensor& t) {
-    if (!t.defined()) throw SerializationError("cannot save an undefined tensor");
-    if (t.layout() != at::kStrided || t.is_quantized()) {
-      throw SerializationError("cannot save a sparse or quantized tensor; only dense tensors are supported");
-    }
-    const std::string type_name = storage_type_name(t.scalar_type());
-    // The same tensor (or an identical view of the same memory) is written once and referenced
-    // twice, as torch.save does for tied weights.
-    const auto identity = std::make_tuple(static_cast<const void*>(t.storage().unsafeGetStorageImpl()),
-                                          t.storage_offset(), t.sizes().vec(), t.strides().vec(), t.scalar_type());
-    auto found = ids_.find(identity);
-    size_t index = 0;
-    if (found != ids_.end()) {
-      index = found->second;
-    } else {
-      index = storages_.size();
-      // Lazy conjugate/negative views are made real first: their raw bytes are not their values.
-      storages_.push_back(t.detach().to(at::kCPU).resolve_conj().resolve_neg().contiguous());
-      ids_.emplace(identity, index);
-    }
-    const at::Tensor& stored = storages_[index];
-
-    global("torch._utils", "_rebuild_tensor_v2");
-    op('(');
-    op('(');  // the persistent id
-    string("storage");
-    global("torch", type_name);
-    string(std::to_string(index));
-    string("cpu");
-    integer(stored.numel());
-    op('t');
-    op('Q');  // BINPERSID
-    integer(0);
-    tuple_of_ints(stored.sizes());
-    tuple_of_ints(stored.strides());
-    op(static_cast<char>(0x89));  // requires_grad = False
-    empty_ordered_dict();         // backward hooks
-    op('t');
-    op('R');
-  }
-
-  void value(const Value& v, int depth) {
-    if (depth > kMaxDepth) throw SerializationError("cannot save a value nested deeper than 1000 levels");
-    switch (v.kind()) {
-      case Value::Kind::None: op('N'); return;
-      case Value::Kind::Bool: op(static_cast<char>(v.as_bool() ? 0x88 : 0x89)); return;
-      case Value::Kind::Int: integer(v.as_int()); return;
-      case Value::Kind::Float: {
-        uint64_t bits = 0;
-        const double d = v.as_float();
-        std::memcpy(&bits, &d, sizeof bits);
-        op('G');
-        for (int k = 7; k >= 0; --k) out_.push_back(static_cast<char>((bits >> (8 * k)) & 0xFF));
-        return;
-      }
-      case Value::Kind::String: string(v.as_string()); return;
-      case Value::Kind::Bytes:
-        // Protocol 2 has no bytes opcode; this is what Python writes, and what 2.x's weights_only
-        // loader accepts (it has no BINBYTES either).
-        global("_codecs", "encode");
-        string(latin1_to_utf8(v.as_bytes()));
-        string("latin1");
-        op(static_cast<char>(0x86));  // TUPLE2
-        op('R');
-        return;
-      case Value::Kind::Tuple: {
-        const std::vector<Value>& items = v.items();
-        if (items.empty()) {
-          op(')');
-          return;
-        }
-        const bool marked = items.size() > 3;
-        if (marked) op('(');
-        for (const Value& item : items) value(item, depth + 1);
-        if (marked) {
-          op('t');
-        } else {
-          op(static_cast<char>(0x84 + items.size()));
-        }
-        return;
-      }
-      case Value::Kind::List: {
-        op(']');
-        const std::vector<Value>& items = v.items();
-        for (size_t start = 0; start < items.size(); start += kBatch) {
-          const size_t end = std::min(items.size(), start + kBatch);
-          if (end - start > 1) op('(');
-          for (size_t k = start; k < end; ++k) value(items[k], depth + 1);
-          op(end - start > 1 ? 'e' : 'a');
-        }
-        return;
-      }
-      case Value::Kind::Dict: {
-        if (v.ordered()) {
-          empty_ordered_dict();
-        } else {
-          op('}');
-        }
-        const std::vector<Value::Entry>& entries = v.entries();
-        for (size_t start = 0; start < entries.size(); start += kBatch) {
-          const size_t end = std::min(entries.size(), start + kBatch);
-          if (end - start > 1) op('(');
-          for (size_t k = start; k < end; ++k) {
-            const Value& key = entries[k].first;
-            if (key.kind() != Value::Kind::String && key.kind() != Value::Kind::Int) {
-              throw SerializationError(std::string("cannot save a dict key of type ") + key.kind_name() +
-                                       "; keys must be str or int");
-            }
-            value(key, depth + 1);
-            value(entries[k].second, depth + 1);
-          }
-          op(end - start > 1 ? 'u' : 's');
-        }
-        return;
-      }
-      case Value::Kind::Tensor: tensor(v.as_tensor()); return;
-    }
-  }
-
-  std::string out_;
-  std::vector<at::Tensor> storages_;
-  std::map<std::tuple<const void*, int64_t, std::vector<int64_t>, std::vector<int64_t>, at::ScalarType>, size_t> ids_;
-};
-
-}  // namespace
-
-Pickled pickle(const Value& v) {
-  try {
-    return Pickler().run(v);
-  } catch (const SerializationError&) {
-    throw;
-  } catch (const c10::Error& e) {
-    throw SerializationError(std::string("LibTorch failed while pickling: ") + e.what_without_backtrace());
-  } catch (const std::bad_alloc&) {
-    throw SerializationError("out of memory while pickling");
   }
 }
 
