@@ -6,6 +6,7 @@
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
 #include <filesystem>
@@ -109,6 +110,27 @@ TEST(Checkpoint, SgdMomentumAndMismatchedOptimizers) {
   } catch (const std::runtime_error& e) {
     EXPECT_STREQ(e.what(), "x.ckpt: optimizer state is for sgd, but the run uses adam");
   }
+}
+
+TEST(Checkpoint, AdamWWithAmsgradStateRoundTrips) {
+  torch::nn::Sequential m = model();
+  torch::optim::AdamW a(m->parameters(), torch::optim::AdamWOptions(0.01).amsgrad(true).weight_decay(0.1));
+  GradScaler off({65536.0, 2.0, 0.5, 2000, false});
+  for (int i = 0; i < 2; ++i) train_step(m, a, off);
+  const serialization::Value saved = optimizer_state(a);
+  torch::optim::AdamW b(m->parameters(), torch::optim::AdamWOptions(0.5).amsgrad(true));
+  load_optimizer_state(b, saved, "x");
+  const serialization::Value again = optimizer_state(b);
+  const auto& sa = saved.find("state")->entries();
+  const auto& sb = again.find("state")->entries();
+  ASSERT_EQ(sa.size(), sb.size());
+  for (size_t i = 0; i < sa.size(); ++i) {
+    EXPECT_EQ(sa[i].second.find("step")->as_int(), 2);
+    EXPECT_EQ(sb[i].second.find("step")->as_int(), 2);
+    for (const char* k : {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"})
+      EXPECT_TRUE(at::equal(sa[i].second.find(k)->as_tensor(), sb[i].second.find(k)->as_tensor())) << k;
+  }
+  EXPECT_EQ(b.param_groups()[0].options().get_lr(), 0.01);
 }
 
 std::string error_loading(const fs::path& p) {

@@ -62,7 +62,9 @@ std::string read_file(const std::string& path) {
 
 std::string param_key(const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
 
-Value adam_group(const torch::optim::AdamOptions& o) {
+// Adam and AdamW share their options and per-parameter state, under different C++ types.
+template <class Options>
+Value adam_like_group(const Options& o) {
   return Value::dict({entry("lr", Value::floating(o.lr())),
                       entry("betas", Value::tuple({Value::floating(std::get<0>(o.betas())),
                                                    Value::floating(std::get<1>(o.betas()))})),
@@ -70,12 +72,33 @@ Value adam_group(const torch::optim::AdamOptions& o) {
                       entry("amsgrad", Value::boolean(o.amsgrad()))});
 }
 
+template <class ParamState>
+Value adam_like_state(const ParamState& st) {
+  Value s = Value::dict({entry("step", Value::integer(st.step())), entry("exp_avg", Value::tensor(st.exp_avg())),
+                         entry("exp_avg_sq", Value::tensor(st.exp_avg_sq()))});
+  if (st.max_exp_avg_sq().defined()) s.entries().push_back(entry("max_exp_avg_sq", Value::tensor(st.max_exp_avg_sq())));
+  return s;
+}
+
+template <class ParamState, class Check>
+std::unique_ptr<ParamState> restore_adam_like(const Value& s, const Check& check, const std::string& where);
+
 double number(const Value& v) { return v.kind() == Kind::Int ? static_cast<double>(v.as_int()) : v.as_float(); }
 
 const Value& field(const Value& dict, const std::string& key, const std::string& where) {
   const Value* v = dict.kind() == Kind::Dict ? dict.find(key) : nullptr;
   if (!v) throw std::runtime_error(where + ": missing '" + key + "'");
   return *v;
+}
+
+template <class ParamState, class Check>
+std::unique_ptr<ParamState> restore_adam_like(const Value& s, const Check& check, const std::string& where) {
+  auto st = std::make_unique<ParamState>();
+  st->step(field(s, "step", where).as_int());
+  st->exp_avg(check("exp_avg"));
+  st->exp_avg_sq(check("exp_avg_sq"));
+  if (s.find("max_exp_avg_sq")) st->max_exp_avg_sq(check("max_exp_avg_sq"));
+  return st;
 }
 
 }  // namespace
@@ -130,14 +153,9 @@ Value optimizer_state(torch::optim::Optimizer& optimizer) {
                        entry("weight_decay", Value::floating(o.weight_decay())),
                        entry("nesterov", Value::boolean(o.nesterov()))});
     } else if (type == "adamw") {
-      const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
-      g = Value::dict({entry("lr", Value::floating(o.lr())),
-                       entry("betas", Value::tuple({Value::floating(std::get<0>(o.betas())),
-                                                    Value::floating(std::get<1>(o.betas()))})),
-                       entry("eps", Value::floating(o.eps())), entry("weight_decay", Value::floating(o.weight_decay())),
-                       entry("amsgrad", Value::boolean(o.amsgrad()))});
+      g = adam_like_group(static_cast<const torch::optim::AdamWOptions&>(group.options()));
     } else {
-      g = adam_group(static_cast<const torch::optim::AdamOptions&>(group.options()));
+      g = adam_like_group(static_cast<const torch::optim::AdamOptions&>(group.options()));
     }
     std::vector<Value> ids;
     for (const at::Tensor& p : group.params()) {
@@ -150,15 +168,9 @@ Value optimizer_state(torch::optim::Optimizer& optimizer) {
           s = Value::dict({entry("momentum_buffer", st.momentum_buffer().defined() ? Value::tensor(st.momentum_buffer())
                                                                                    : Value::none())});
         } else if (type == "adamw") {
-          const auto& st = static_cast<const torch::optim::AdamWParamState&>(*it->second);
-          s = Value::dict({entry("step", Value::integer(st.step())), entry("exp_avg", Value::tensor(st.exp_avg())),
-                           entry("exp_avg_sq", Value::tensor(st.exp_avg_sq()))});
-          if (st.max_exp_avg_sq().defined()) s.entries().push_back(entry("max_exp_avg_sq", Value::tensor(st.max_exp_avg_sq())));
+          s = adam_like_state(static_cast<const torch::optim::AdamWParamState&>(*it->second));
         } else {
-          const auto& st = static_cast<const torch::optim::AdamParamState&>(*it->second);
-          s = Value::dict({entry("step", Value::integer(st.step())), entry("exp_avg", Value::tensor(st.exp_avg())),
-                           entry("exp_avg_sq", Value::tensor(st.exp_avg_sq()))});
-          if (st.max_exp_avg_sq().defined()) s.entries().push_back(entry("max_exp_avg_sq", Value::tensor(st.max_exp_avg_sq())));
+          s = adam_like_state(static_cast<const torch::optim::AdamParamState&>(*it->second));
         }
         states.emplace_back(Value::integer(index), std::move(s));
       }
@@ -210,19 +222,9 @@ void load_optimizer_state(torch::optim::Optimizer& optimizer, const Value& saved
         if (!field(*s, "momentum_buffer", where).is_none()) st->momentum_buffer(check("momentum_buffer"));
         optimizer.state()[param_key(p)] = std::move(st);
       } else if (type == "adamw") {
-        auto st = std::make_unique<torch::optim::AdamWParamState>();
-        st->step(field(*s, "step", where).as_int());
-        st->exp_avg(check("exp_avg"));
-        st->exp_avg_sq(check("exp_avg_sq"));
-        if (s->find("max_exp_avg_sq")) st->max_exp_avg_sq(check("max_exp_avg_sq"));
-        optimizer.state()[param_key(p)] = std::move(st);
+        optimizer.state()[param_key(p)] = restore_adam_like<torch::optim::AdamWParamState>(*s, check, where);
       } else {
-        auto st = std::make_unique<torch::optim::AdamParamState>();
-        st->step(field(*s, "step", where).as_int());
-        st->exp_avg(check("exp_avg"));
-        st->exp_avg_sq(check("exp_avg_sq"));
-        if (s->find("max_exp_avg_sq")) st->max_exp_avg_sq(check("max_exp_avg_sq"));
-        optimizer.state()[param_key(p)] = std::move(st);
+        optimizer.state()[param_key(p)] = restore_adam_like<torch::optim::AdamParamState>(*s, check, where);
       }
     }
   }
