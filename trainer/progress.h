@@ -1,0 +1,48 @@
+// The training progress line: epoch, step/total, it/s, ETA, loss, samples/s. On a terminal it is a
+// bar redrawn in place (at most 10 times a second); when stdout is a file or a pipe (CI, SLURM
+// logs, multirun jobs) it is a plain line every `plain_interval_s` seconds, so logs stay readable.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+namespace wavetrain {
+
+struct ProgressState {
+  int64_t epoch = 0;         // 0-based
+  int64_t max_epochs = -1;   // -1: unbounded
+  int64_t step = 0;          // optimizer steps done in the run
+  int64_t total_steps = -1;  // -1: unknown (no ETA)
+  int64_t steps_this_session = 0;  // since this process started (a resumed run's it/s)
+  double elapsed_s = 0;      // since this process started
+  double loss = 0;
+  int64_t samples_this_session = 0;
+};
+
+// "epoch 3/10 [=======>      ] 120/400 12.3 it/s ETA 0:00:22 loss 0.0123 1.6k samples/s"; `bar_width` 0
+// gives the plain form "epoch 3/10 step 120/400 ...".
+std::string format_progress(const ProgressState& s, int bar_width);
+
+// "0:00:22", "1:02:03", "12:00:00".
+std::string format_duration(double seconds);
+
+class ProgressReporter {
+ public:
+  ProgressReporter(std::ostream& out, bool terminal, double plain_interval_s = 30.0);
+  // Prints if it is time to; `force` prints regardless (end of epoch, end of run).
+  void update(const ProgressState& s, bool force = false);
+  void finish();  // ends the in-place line on a terminal
+
+ private:
+  std::ostream& out_;
+  bool terminal_;
+  double interval_s_;
+  double last_print_s_ = -1e300;
+  bool drew_ = false;
+};
+
+// Whether stdout is a terminal (isatty), unless WAVETRAIN_PROGRESS=plain|bar says otherwise.
+bool stdout_is_terminal();
+
+}  // namespace wavetrain
