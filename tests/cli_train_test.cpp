@@ -64,24 +64,38 @@ TEST(CliTrain, ErrorsArePrintedWholeWithANonZeroExit) {
   EXPECT_NE(missing.err.find("Missing mandatory value: task (set to ??? in "), std::string::npos) << missing.err;
 }
 
-TEST(CliTrain, RunDirectoryRecordsTheRunEvenWhenTheTaskIsUnknown) {
+TEST(CliTrain, ARunLeavesItsConfigLogsMetricsCheckpointAndResult) {
   const fs::path dir = fresh("rundir");
-  const Result r = wavetrain_in(dir, "train task=nothing_yet trainer.seed=3 run.dir=out/r");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("Unknown task 'nothing_yet' (task, from the command line)"), std::string::npos) << r.err;
+  const Result r = wavetrain_in(dir, "train task=toy_regression trainer.seed=3 trainer.max_epochs=2 run.dir=out/r");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   const wavetrain::config::Node composed = wavetrain::config::load_yaml_file((dir / "out/r/.wavetrain/config.yaml").string());
   EXPECT_EQ(composed.find_path("trainer.seed")->int_value(), 3);
   const wavetrain::config::Node overrides =
       wavetrain::config::load_yaml_file((dir / "out/r/.wavetrain/overrides.yaml").string());
-  EXPECT_EQ(overrides.items().size(), 3u);
-  EXPECT_TRUE(fs::exists(dir / "out/r/.wavetrain/config.resolved.yaml"));
-  EXPECT_TRUE(fs::exists(dir / "out/r/wavetrain.log"));
+  EXPECT_EQ(overrides.items().size(), 4u);
+  for (const char* f : {".wavetrain/config.resolved.yaml", "wavetrain.log", "metrics.csv", "result.json",
+                        "checkpoints/last.ckpt"})
+    EXPECT_TRUE(fs::exists(dir / "out/r" / f)) << f;
+  EXPECT_EQ(fs::begin(fs::directory_iterator(dir / "out/r/tensorboard"))->path().filename().string().rfind(
+                "events.out.tfevents.", 0),
+            0u);
+  std::ifstream result(dir / "out/r/result.json");
+  const std::string json((std::istreambuf_iterator<char>(result)), std::istreambuf_iterator<char>());
+  EXPECT_NE(json.find("\"global_step\": 64"), std::string::npos) << json;  // 2 epochs x 1024 / 32
+  EXPECT_NE(json.find("\"val/mse\""), std::string::npos) << json;
+
+  // An unknown task fails before anything is written.
+  const Result unknown = wavetrain_in(dir, "train task=nothing_yet run.dir=out/u");
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_EQ(unknown.err, "wavetrain: error: Unknown task 'nothing_yet'. Known tasks: toy_regression\n");
+  EXPECT_FALSE(fs::exists(dir / "out/u"));
 }
 
 TEST(CliTrain, DeviceAndPrecisionAreRecordedWithTheirWarnings) {
   const fs::path dir = fresh("environment");
-  const Result r = wavetrain_in(dir, "train task=nothing_yet trainer.precision=16-mixed trainer.device=cpu run.dir=r");
-  EXPECT_EQ(r.exit_code, 1);
+  const Result r = wavetrain_in(dir, "train task=toy_regression trainer.max_epochs=1 trainer.precision=16-mixed "
+                                     "trainer.device=cpu run.dir=r");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("warning: precision 16-mixed is not available on cpu (CPU autocast is bfloat16); using "
                        "bf16-mixed\n"),
             std::string::npos)
@@ -97,7 +111,7 @@ TEST(CliTrain, DeviceAndPrecisionAreRecordedWithTheirWarnings) {
   EXPECT_NE(text.find("] warning: precision 16-mixed is not available on cpu"), std::string::npos) << text;
 
   const fs::path bad_dir = fresh("environment_bad");
-  const Result bad = wavetrain_in(bad_dir, "train task=x trainer.precision=8 run.dir=r2");
+  const Result bad = wavetrain_in(bad_dir, "train task=toy_regression trainer.precision=8 run.dir=r2");
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("trainer.precision='8' is not a precision: expected 32, 16-mixed or bf16-mixed"),
             std::string::npos)
@@ -105,24 +119,29 @@ TEST(CliTrain, DeviceAndPrecisionAreRecordedWithTheirWarnings) {
   EXPECT_FALSE(fs::exists(bad_dir / "r2"));  // nothing written for a run that cannot start
 }
 
-TEST(CliTrain, MultirunLaunchesEveryJobAndReportsFailures) {
-  // No training task exists yet, so every job fails: each failure is reported with its output,
-  // the summary lists all of them, and the exit code is non-zero.
+TEST(CliTrain, MultirunOnToyRegressionWithAFailingJobAndResume) {
+  // hidden=0 is refused by the task, so job 1 fails while jobs 0 and 2 train.
   const fs::path dir = fresh("multirun");
-  const Result r = wavetrain_in(dir, "train -m -j 2 task=nothing_yet trainer.seed=1,2,3 run.multirun_dir=sweep");
+  const Result r = wavetrain_in(dir, "train -m -j 2 task=toy_regression trainer.max_epochs=1 "
+                                     "+toy_regression.hidden=8,0,16 run.multirun_dir=sweep sweep.objective=val/mse");
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.out.find("Launching 3 jobs, 2 at a time, in sweep"), std::string::npos) << r.out;
-  for (int job = 0; job < 3; ++job) {
-    EXPECT_NE(r.out.find("[" + std::to_string(job) + "] FAILED with exit code 1"), std::string::npos) << r.out;
-    EXPECT_TRUE(fs::exists(dir / "sweep" / std::to_string(job) / ".wavetrain/config.yaml")) << job;
-  }
-  EXPECT_NE(r.out.find("Unknown task 'nothing_yet'"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("0 done, 3 failed"), std::string::npos) << r.out;
-  const wavetrain::config::Node job1 =
-      wavetrain::config::load_yaml_file((dir / "sweep/1/.wavetrain/config.yaml").string());
-  EXPECT_EQ(job1.find_path("trainer.seed")->int_value(), 2);
-  EXPECT_TRUE(fs::exists(dir / "sweep/multirun.yaml"));
-  EXPECT_TRUE(fs::exists(dir / "sweep/summary.csv"));
+  EXPECT_NE(r.out.find("[1] FAILED with exit code 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("toy_regression: train_size, val_size and hidden must be >= 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[0] done in "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[2] done in "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 done, 1 failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("best (min val/mse): job "), std::string::npos) << r.out;
+  const wavetrain::config::Node job2 = wavetrain::config::load_yaml_file((dir / "sweep/2/.wavetrain/config.yaml").string());
+  EXPECT_EQ(job2.find_path("toy_regression.hidden")->int_value(), 16);
+  std::ifstream csv(dir / "sweep/summary.csv");
+  const std::string summary((std::istreambuf_iterator<char>(csv)), std::istreambuf_iterator<char>());
+  EXPECT_NE(summary.find("last.val/mse"), std::string::npos) << summary;
+
+  const Result resumed = wavetrain_in(dir, "train --resume sweep");
+  EXPECT_EQ(resumed.exit_code, 1);  // job 1 fails again: its overrides have not changed
+  EXPECT_NE(resumed.out.find("Launching 1 job (2 already done)"), std::string::npos) << resumed.out;
+  EXPECT_TRUE(fs::exists(dir / "sweep/1.attempt-1"));
 }
 
 TEST(CliTrain, InfoJobsListsASweepInOrder) {

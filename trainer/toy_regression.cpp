@@ -1,0 +1,71 @@
+// toy_regression: a small MLP learns y = sin(2x) + 0.5x on x in [-2, 2]. Small enough to train in a
+// second on a CPU, real enough to check that a run learns (tests assert the validation error), and
+// the task that the docs and the multirun tests use.
+//
+// Config (all optional): toy_regression.{train_size: 1024, val_size: 256, hidden: 32, noise: 0.0}
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
+
+#include <cmath>
+
+#include "trainer/task.h"
+
+namespace wavetrain {
+namespace {
+
+at::Tensor target_function(const at::Tensor& x) { return at::sin(2 * x) + 0.5 * x; }
+
+class ToyRegression : public Task {
+ public:
+  explicit ToyRegression(const config::Config& cfg) {
+    const int64_t train_size = cfg.get_int("toy_regression.train_size", 1024);
+    const int64_t val_size = cfg.get_int("toy_regression.val_size", 256);
+    const int64_t hidden = cfg.get_int("toy_regression.hidden", 32);
+    const double noise = cfg.get_float("toy_regression.noise", 0.0);
+    if (train_size < 1 || val_size < 1 || hidden < 1)
+      throw config::ConfigError("toy_regression: train_size, val_size and hidden must be >= 1");
+    // The data does not depend on the run's seed: runs with different seeds see the same problem.
+    at::Generator data_rng = at::detail::createCPUGenerator(1234);
+    train_x_ = at::rand({train_size, 1}, data_rng) * 4 - 2;
+    train_y_ = target_function(train_x_) + noise * at::randn({train_size, 1}, data_rng);
+    val_x_ = at::linspace(-2, 2, val_size).unsqueeze(1);
+    val_y_ = target_function(val_x_);
+    model_ = torch::nn::Sequential(torch::nn::Linear(1, hidden), torch::nn::Tanh(), torch::nn::Linear(hidden, hidden),
+                                   torch::nn::Tanh(), torch::nn::Linear(hidden, 1));
+  }
+
+  torch::nn::Module& model() override { return *model_; }
+
+  int64_t size(Split split) const override { return (split == Split::Train ? train_x_ : val_x_).size(0); }
+
+  Batch make_batch(Split split, const std::vector<int64_t>& indices, const at::Device& device) override {
+    const at::Tensor idx = at::tensor(indices, at::kLong);
+    const at::Tensor& x = split == Split::Train ? train_x_ : val_x_;
+    const at::Tensor& y = split == Split::Train ? train_y_ : val_y_;
+    return {x.index_select(0, idx).to(device), y.index_select(0, idx).to(device), static_cast<int64_t>(indices.size())};
+  }
+
+  at::Tensor forward(const Batch& batch) override { return model_->forward(batch.input); }
+
+  at::Tensor loss(const at::Tensor& prediction, const Batch& batch, Metrics& logged) override {
+    const at::Tensor l = at::mse_loss(prediction.to(at::kFloat), batch.target);
+    logged.emplace_back("train/mse", l.item<double>());
+    return l;
+  }
+
+  Metrics validation_metrics(const at::Tensor& prediction, const Batch& batch) override {
+    const at::Tensor err = prediction.to(at::kFloat) - batch.target;
+    return {{"val/mse", err.square().mean().item<double>()}, {"val/max_abs_error", err.abs().max().item<double>()}};
+  }
+
+ private:
+  at::Tensor train_x_, train_y_, val_x_, val_y_;
+  torch::nn::Sequential model_{nullptr};
+};
+
+}  // namespace
+
+std::unique_ptr<Task> make_toy_regression(const config::Config& cfg) { return std::make_unique<ToyRegression>(cfg); }
+
+}  // namespace wavetrain

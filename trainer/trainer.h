@@ -1,0 +1,44 @@
+// The training loop: runs a task for trainer.max_epochs (or trainer.max_steps), with the device
+// and precision policy decided at the run's start, and writes what a run leaves behind:
+//
+//   RUN/metrics.csv          step, epoch, one column per metric
+//   RUN/tensorboard/         TensorBoard event file
+//   RUN/checkpoints/last.ckpt, best.ckpt (by trainer.monitor / trainer.mode, when set)
+//   RUN/result.json          last and best metrics, counters and checkpoint paths (multirun reads it)
+//
+// Data order: each epoch is a permutation drawn from (trainer.seed, epoch) alone, so a run is
+// reproducible for a seed and the order does not depend on how many random numbers the model used.
+// Config: trainer.{seed, max_epochs, max_steps, batch_size, log_every_n_steps, monitor, mode},
+// optimizer.{name: adam|adamw|sgd, lr, weight_decay, momentum}, scheduler.* (lr_scheduler.h).
+#pragma once
+
+#include <string>
+
+#include "trainer/amp.h"
+#include "trainer/config/config.h"
+#include "trainer/device.h"
+#include "trainer/run_directory.h"
+#include "trainer/task.h"
+
+namespace wavetrain {
+
+struct FitResult {
+  Metrics last;  // the last validation (and training) metrics
+  Metrics best;  // the validation metrics at the best monitored value (empty without a monitor)
+  int64_t epochs = 0;
+  int64_t global_step = 0;
+};
+
+class Trainer {
+ public:
+  Trainer(const config::Config& cfg, const RunDirectory& run, DeviceChoice device, AmpPolicy amp);
+  FitResult fit();
+
+ private:
+  const config::Config& cfg_;
+  const RunDirectory& run_;
+  DeviceChoice device_;
+  AmpPolicy amp_;
+};
+
+}  // namespace wavetrain
