@@ -2,11 +2,13 @@
 // bit, max_steps stops on the step, and the monitored best checkpoint is the best validation.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "trainer/checkpoint.h"
 #include "trainer/config/compose.h"
 #include "trainer/config/yaml_io.h"
+#include "trainer/weights.h"
 #include "trainer/trainer.h"
 
 namespace fs = std::filesystem;
@@ -15,8 +17,12 @@ namespace wavetrain {
 namespace {
 
 // Runs toy_regression with `overrides` (command-line grammar) on top of a small base config.
+fs::path run_dir(const std::string& name) {
+  return fs::path(::testing::TempDir()) / ("wavetrain_trainer_" + name + "_" + std::to_string(::getpid()));
+}
+
 FitResult fit(const std::string& name, const std::vector<std::string>& overrides, TrainingState* last = nullptr) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("wavetrain_trainer_" + name + "_" + std::to_string(::getpid()));
+  const fs::path dir = run_dir(name);
   fs::remove_all(dir);
   config::Node tree = config::load_yaml_string(
       "task: toy_regression\n"
@@ -81,6 +87,84 @@ TEST(Trainer, BestCheckpointFollowsTheMonitor) {
   ASSERT_FALSE(r.best.empty());
   EXPECT_LE(metric(r.best, "val/mse"), metric(r.last, "val/mse"));
   EXPECT_THROW(fit("bad_monitor", {"trainer.max_epochs=1", "trainer.monitor=val/nope"}), config::ConfigError);
+}
+
+// The model toy_regression starts from (fit() seeds with trainer.seed=0 before building it).
+StateDict initial_weights() {
+  at::manual_seed(0);
+  std::unique_ptr<Task> task = make_task("toy_regression", config::Config(config::Node::mapping()));
+  StateDict sd = module_state_dict(task->model());
+  for (auto& [name, t] : sd) t = t.clone();
+  return sd;
+}
+
+TEST(Trainer, AccumulationEqualsALargerBatch) {
+  TrainingState small, large;
+  const FitResult a = fit("accumulate", {"trainer.max_epochs=1", "trainer.batch_size=32", "+trainer.accumulate_grad_batches=2",
+                                         "optimizer.name=sgd", "optimizer.lr=0.1"}, &small);
+  const FitResult b = fit("large_batch", {"trainer.max_epochs=1", "trainer.batch_size=64", "optimizer.name=sgd",
+                                          "optimizer.lr=0.1"}, &large);
+  EXPECT_EQ(a.global_step, 16);
+  EXPECT_EQ(b.global_step, 16);
+  for (size_t i = 0; i < small.model.size(); ++i)
+    EXPECT_LE((small.model[i].second - large.model[i].second).abs().max().item<double>(), 1e-6) << small.model[i].first;
+}
+
+TEST(Trainer, ClippingByNormAndByValueBoundsTheStep) {
+  const StateDict start = initial_weights();
+  auto step_of = [&](const TrainingState& s) {
+    double sq = 0, max_abs = 0;
+    for (size_t i = 0; i < start.size(); ++i) {
+      const at::Tensor d = s.model[i].second - start[i].second;
+      sq += d.square().sum().item<double>();
+      max_abs = std::max(max_abs, d.abs().max().item<double>());
+    }
+    return std::make_pair(std::sqrt(sq), max_abs);
+  };
+  TrainingState norm, value;
+  fit("clip_norm", {"trainer.max_steps=1", "optimizer.name=sgd", "optimizer.lr=1.0", "+trainer.gradient_clip_val=0.01"},
+      &norm);
+  fit("clip_value", {"trainer.max_steps=1", "optimizer.name=sgd", "optimizer.lr=1.0", "+trainer.gradient_clip_val=0.001",
+                     "+trainer.gradient_clip_algorithm=value"},
+      &value);
+  EXPECT_NEAR(step_of(norm).first, 0.01, 1e-6);    // the whole gradient scaled to norm 0.01, lr 1
+  EXPECT_NEAR(step_of(value).second, 0.001, 1e-7);  // every element clamped to +-0.001 (fp32 weights near 0.5)
+}
+
+TEST(Trainer, LimitBatchesAndFastDevRun) {
+  EXPECT_EQ(fit("limit_count", {"trainer.max_epochs=2", "+trainer.limit_train_batches=5"}).global_step, 10);
+  EXPECT_EQ(fit("limit_fraction", {"trainer.max_epochs=1", "+trainer.limit_train_batches=0.25"}).global_step, 8);
+  const FitResult dev = fit("fast_dev_run", {"+trainer.fast_dev_run=true", "+trainer.limit_val_batches=3"});
+  EXPECT_EQ(dev.global_step, 1);
+  EXPECT_EQ(dev.epochs, 1);
+  EXPECT_FALSE(fs::exists(run_dir("fast_dev_run") / "checkpoints/last.ckpt"));
+  EXPECT_THROW(fit("limit_bad", {"+trainer.limit_train_batches=1.5"}), config::ConfigError);
+}
+
+TEST(Trainer, NonFiniteLossesStopOrAreSkipped) {
+  // SGD with a learning rate of 1e30 sends the loss to inf on the next batch.
+  const std::vector<std::string> diverge = {"trainer.max_epochs=1", "optimizer.name=sgd", "optimizer.lr=1e30"};
+  try {
+    fit("nonfinite_stop", diverge);
+    FAIL() << "a non-finite loss did not stop the run";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("non-finite loss inf at step 1 (epoch 0, batch 1)"), std::string::npos)
+        << e.what();
+  }
+  std::vector<std::string> skip = diverge;
+  skip.push_back("+trainer.on_nonfinite=skip");
+  const FitResult r = fit("nonfinite_skip", skip);
+  EXPECT_LT(r.global_step, 32);  // the non-finite steps were not taken
+  EXPECT_GE(r.global_step, 1);
+}
+
+TEST(Trainer, EarlyStoppingAndMaxTime) {
+  const FitResult stopped = fit("early", {"trainer.max_epochs=10", "+trainer.early_stopping={monitor:val/mse,patience:1,"
+                                                                   "min_delta:10.0,mode:min}"});
+  EXPECT_EQ(stopped.epochs, 2);  // epoch 1 sets the best; epoch 2 does not improve by 10
+  EXPECT_EQ(fit("max_time", {"trainer.max_epochs=10", "+trainer.max_time=0.000001"}).global_step, 1);
+  EXPECT_EQ(fit("max_time_hms", {"trainer.max_epochs=1", "+trainer.max_time='00:00:01:00'"}).global_step, 32);
+  EXPECT_THROW(fit("max_time_bad", {"+trainer.max_time='1:xx'"}), config::ConfigError);
 }
 
 }  // namespace

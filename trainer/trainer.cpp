@@ -4,8 +4,10 @@
 #include <torch/nn/module.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
+#include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -57,6 +59,42 @@ std::vector<int64_t> epoch_order(int64_t size, int64_t seed, int64_t epoch) {
   return std::vector<int64_t>(perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + size);
 }
 
+// trainer.limit_*_batches: absent or 1.0 = all; an int N = at most N batches; a float f in (0, 1] =
+// that fraction of the batches (at least one).
+int64_t limited(const config::Config& cfg, const std::string& key, int64_t available) {
+  if (!cfg.has(key)) return available;
+  const config::Node v = cfg.value(key);
+  if (v.kind() == config::Node::Kind::Int) {
+    if (v.int_value() < 0) throw config::ConfigError(key + " must be >= 0, got " + v.to_display());
+    return std::min(available, v.int_value());
+  }
+  const double f = config::to_float(v, key);
+  if (!(f > 0.0 && f <= 1.0))
+    throw config::ConfigError(key + "=" + v.to_display() + ": a fraction must be in (0, 1], a count an int");
+  return std::max<int64_t>(1, static_cast<int64_t>(f * static_cast<double>(available)));
+}
+
+// trainer.max_time: seconds, or "HH:MM:SS" / "DD:HH:MM:SS"; <= 0 or absent means no limit.
+double max_time_seconds(const config::Config& cfg) {
+  if (!cfg.has("trainer.max_time")) return 0;
+  const config::Node v = cfg.value("trainer.max_time");
+  if (v.kind() != config::Node::Kind::String) return config::to_float(v, "trainer.max_time");
+  double total = 0;
+  int parts = 0;
+  std::string text = v.string_value();
+  for (size_t start = 0; start <= text.size(); ++parts) {
+    const size_t colon = std::min(text.find(':', start), text.size());
+    const std::string part = text.substr(start, colon - start);
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos)
+      throw config::ConfigError("trainer.max_time='" + text + "': expected seconds, HH:MM:SS or DD:HH:MM:SS");
+    total = total * (parts == 1 && std::count(text.begin(), text.end(), ':') == 3 ? 24 : 60) + std::stod(part);
+    start = colon + 1;
+  }
+  if (parts != 3 && parts != 4)
+    throw config::ConfigError("trainer.max_time='" + text + "': expected seconds, HH:MM:SS or DD:HH:MM:SS");
+  return total;
+}
+
 nlohmann::json to_json(const Metrics& m) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [k, v] : m) j[k] = std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
@@ -82,7 +120,25 @@ FitResult Trainer::fit() {
   const int64_t log_every = std::max<int64_t>(1, cfg_.get_int("trainer.log_every_n_steps", 10));
   const std::string monitor = cfg_.get_string("trainer.monitor", "");
   const std::string mode = cfg_.get_string("trainer.mode", "min");
+  const int64_t accumulate = cfg_.get_int("trainer.accumulate_grad_batches", 1);
+  const double clip = cfg_.get_float("trainer.gradient_clip_val", 0.0);
+  const std::string clip_algorithm = cfg_.get_string("trainer.gradient_clip_algorithm", "norm");
+  const std::string on_nonfinite = cfg_.get_string("trainer.on_nonfinite", "stop");
+  const bool fast_dev_run = cfg_.get_bool("trainer.fast_dev_run", false);
+  const double max_time = max_time_seconds(cfg_);
+  const std::string stop_monitor = cfg_.get_string("trainer.early_stopping.monitor", "");
+  const int64_t patience = cfg_.get_int("trainer.early_stopping.patience", 3);
+  const double min_delta = cfg_.get_float("trainer.early_stopping.min_delta", 0.0);
+  const std::string stop_mode = cfg_.get_string("trainer.early_stopping.mode", "min");
   if (batch_size < 1) throw config::ConfigError("trainer.batch_size must be >= 1");
+  if (accumulate < 1) throw config::ConfigError("trainer.accumulate_grad_batches must be >= 1");
+  if (clip < 0) throw config::ConfigError("trainer.gradient_clip_val must be >= 0 (0 = no clipping)");
+  if (clip_algorithm != "norm" && clip_algorithm != "value")
+    throw config::ConfigError("trainer.gradient_clip_algorithm must be norm or value, got '" + clip_algorithm + "'");
+  if (on_nonfinite != "skip" && on_nonfinite != "stop")
+    throw config::ConfigError("trainer.on_nonfinite must be skip or stop, got '" + on_nonfinite + "'");
+  if (stop_mode != "min" && stop_mode != "max")
+    throw config::ConfigError("trainer.early_stopping.mode must be min or max, got '" + stop_mode + "'");
   if (max_epochs < 1 && max_steps < 1) throw config::ConfigError("set trainer.max_epochs or trainer.max_steps to a positive value");
   if (mode != "min" && mode != "max") throw config::ConfigError("trainer.mode must be min or max, got '" + mode + "'");
 
@@ -104,9 +160,14 @@ FitResult Trainer::fit() {
   std::filesystem::create_directories(ckpt_dir);
 
   const int64_t n_train = task->size(Split::Train), n_val = task->size(Split::Validation);
-  const int64_t batches = (n_train + batch_size - 1) / batch_size;
-  const int64_t total_steps = max_steps > 0 ? (max_epochs > 0 ? std::min(max_steps, max_epochs * batches) : max_steps)
-                                            : max_epochs * batches;
+  const int64_t epochs = fast_dev_run ? 1 : max_epochs;
+  const int64_t batches = fast_dev_run ? 1 : limited(cfg_, "trainer.limit_train_batches", (n_train + batch_size - 1) / batch_size);
+  const int64_t val_batches =
+      fast_dev_run ? 1 : limited(cfg_, "trainer.limit_val_batches", (n_val + batch_size - 1) / batch_size);
+  const int64_t steps_per_epoch = (batches + accumulate - 1) / accumulate;
+  const int64_t total_steps = max_steps > 0 && !fast_dev_run
+                                  ? (epochs > 0 ? std::min(max_steps, epochs * steps_per_epoch) : max_steps)
+                                  : epochs * steps_per_epoch;
   run_.log("training " + cfg_.get_string("task") + ": " + std::to_string(n_train) + " items, " + std::to_string(batches) +
            " batches of " + std::to_string(batch_size) + " per epoch, " + std::to_string(total_steps) + " steps");
 
@@ -114,14 +175,24 @@ FitResult Trainer::fit() {
   double best_value = NAN;
   int64_t step = 0;
   int64_t samples = 0;
+  int64_t skipped_steps = 0;
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
 
-  for (int64_t epoch = 0; max_epochs < 1 || epoch < max_epochs; ++epoch) {
+  double stop_best = NAN;
+  int64_t stop_wait = 0;
+  bool stop = false;
+  for (int64_t epoch = 0; (epochs < 1 || epoch < epochs) && !stop; ++epoch) {
     model.train();
     const std::vector<int64_t> order = epoch_order(n_train, seed, epoch);
     double loss_value = NAN;
-    for (int64_t b = 0; b < batches && step < total_steps; ++b) {
+    bool window_bad = false;  // a non-finite loss in this accumulation window (no scaler to catch it)
+    for (int64_t b = 0; b < batches && step < total_steps && !stop; ++b) {
+      // Gradients of `accumulate` batches are summed before one optimizer step; each loss is divided
+      // by the window's size, so the step equals one on a batch that many times larger.
+      const int64_t window_start = b - b % accumulate;
+      const int64_t window = std::min(accumulate, batches - window_start);
+      if (b == window_start) optimizer->zero_grad();
       const std::vector<int64_t> indices(order.begin() + b * batch_size,
                                          order.begin() + std::min(n_train, (b + 1) * batch_size));
       const Batch batch = task->make_batch(Split::Train, indices, device_.device);
@@ -133,15 +204,32 @@ FitResult Trainer::fit() {
       Metrics logged;
       const at::Tensor loss = task->loss(prediction, batch, logged);  // fp32, outside autocast
       loss_value = loss.item<double>();
-      if (!std::isfinite(loss_value) && !scaler.enabled())
-        throw std::runtime_error("non-finite loss " + std::to_string(loss_value) + " at step " + std::to_string(step) +
-                                 " (epoch " + std::to_string(epoch) + ", batch " + std::to_string(b) + ")");
-      optimizer->zero_grad();
-      scaler.scale(loss).backward();
+      samples += batch.size;
+      if (!std::isfinite(loss_value) && !scaler.enabled()) {
+        const std::string where = "non-finite loss " + config::format_float(loss_value) + " at step " +
+                                  std::to_string(step) + " (epoch " + std::to_string(epoch) + ", batch " +
+                                  std::to_string(b) + ")";
+        if (on_nonfinite == "stop") throw std::runtime_error(where + "; set trainer.on_nonfinite=skip to skip such steps");
+        run_.log("warning: " + where + ": step skipped");
+        window_bad = true;
+      } else {
+        scaler.scale(loss / static_cast<double>(window)).backward();
+      }
+      if (b + 1 < window_start + window) continue;  // more batches to accumulate
+
+      if (window_bad) {  // with a scaler, its step() skips non-finite gradients by itself
+        window_bad = false;
+        ++skipped_steps;
+        continue;
+      }
+      if (clip > 0) {
+        scaler.unscale_(*optimizer);  // clip the true gradients, not the scaled ones
+        if (clip_algorithm == "norm") torch::nn::utils::clip_grad_norm_(model.parameters(), clip);
+        else torch::nn::utils::clip_grad_value_(model.parameters(), clip);
+      }
       scaler.step(*optimizer);
       scaler.update();
       ++step;
-      samples += batch.size;
       if (scheduler.options().interval == "step") scheduler.step(*optimizer);
       if (step % log_every == 0 || step == total_steps) {
         logged.insert(logged.begin(), {"train/loss", loss_value});
@@ -149,17 +237,23 @@ FitResult Trainer::fit() {
         csv.log(step, epoch, logged);
         for (const auto& [k, v] : logged) tb.add_scalar(k, v, step);
       }
-      progress.update({epoch, max_epochs, step, total_steps, step, elapsed(), loss_value, samples});
+      progress.update({epoch, epochs, step, total_steps, step, elapsed(), loss_value, samples});
+      if (max_time > 0 && elapsed() >= max_time) {
+        run_.log("stopping: trainer.max_time (" + config::format_float(max_time) + " s) reached at step " +
+                 std::to_string(step));
+        stop = true;
+      }
     }
 
     // Validation over the whole split, each batch weighted by its size.
     model.eval();
     Metrics val;
+    int64_t val_items = 0;
     {
       at::NoGradGuard no_grad;
       std::vector<int64_t> all(static_cast<size_t>(n_val));
       for (int64_t i = 0; i < n_val; ++i) all[static_cast<size_t>(i)] = i;
-      for (int64_t b = 0; b * batch_size < n_val; ++b) {
+      for (int64_t b = 0; b < val_batches && b * batch_size < n_val; ++b) {
         const std::vector<int64_t> indices(all.begin() + b * batch_size, all.begin() + std::min(n_val, (b + 1) * batch_size));
         const Batch batch = task->make_batch(Split::Validation, indices, device_.device);
         at::Tensor prediction;
@@ -171,9 +265,11 @@ FitResult Trainer::fit() {
         if (val.empty())
           for (const auto& [k, v] : m) val.emplace_back(k, 0.0);
         for (size_t i = 0; i < m.size() && i < val.size(); ++i)
-          val[i].second += m[i].second * static_cast<double>(batch.size) / static_cast<double>(n_val);
+          val[i].second += m[i].second * static_cast<double>(batch.size);
+        val_items += batch.size;
       }
     }
+    for (auto& [k, v] : val) v /= static_cast<double>(std::max<int64_t>(1, val_items));
     csv.log(step, epoch, val);
     for (const auto& [k, v] : val) tb.add_scalar(k, v, step);
     tb.flush();
@@ -196,8 +292,8 @@ FitResult Trainer::fit() {
     state.rng = capture_rng();
     state.config_yaml = config::to_yaml(cfg_.tree());
     state.metrics = result.last;
-    Checkpoint::save((ckpt_dir / "last.ckpt").string(), state);
-    if (!monitor.empty()) {
+    if (!fast_dev_run) Checkpoint::save((ckpt_dir / "last.ckpt").string(), state);
+    if (!monitor.empty() && !fast_dev_run) {
       const double v = find_metric(val, monitor);
       if (std::isnan(v))
         throw config::ConfigError("trainer.monitor='" + monitor + "' is not a validation metric of this task");
@@ -211,8 +307,23 @@ FitResult Trainer::fit() {
     for (const auto& [k, v] : val) line += " " + k + "=" + config::format_float(v);
     run_.log(line);
     if (!terminal) std::cout << line << "\n";
+    if (!stop_monitor.empty()) {
+      const double v = find_metric(val, stop_monitor);
+      if (!std::isfinite(v)) {
+        run_.log("early stopping: " + stop_monitor + " is " + config::format_float(v) + " at epoch " + std::to_string(epoch + 1));
+        stop = true;
+      } else if (std::isnan(stop_best) || (stop_mode == "min" ? v < stop_best - min_delta : v > stop_best + min_delta)) {
+        stop_best = v;
+        stop_wait = 0;
+      } else if (++stop_wait >= patience) {
+        run_.log("early stopping: " + stop_monitor + " did not improve by more than " + config::format_float(min_delta) +
+                 " for " + std::to_string(patience) + " validations");
+        stop = true;
+      }
+    }
     if (step >= total_steps) break;
   }
+  if (skipped_steps > 0) run_.log(std::to_string(skipped_steps) + " steps skipped for non-finite losses");
   progress.finish();
 
   nlohmann::json j;
@@ -220,7 +331,8 @@ FitResult Trainer::fit() {
   if (!result.best.empty()) j["best"] = to_json(result.best);
   j["epochs"] = result.epochs;
   j["global_step"] = result.global_step;
-  j["checkpoints"]["last"] = (ckpt_dir / "last.ckpt").string();
+  j["skipped_steps"] = skipped_steps;
+  if (!fast_dev_run) j["checkpoints"]["last"] = (ckpt_dir / "last.ckpt").string();
   if (!result.best.empty()) j["checkpoints"]["best"] = (ckpt_dir / "best.ckpt").string();
   j["seconds"] = elapsed();
   write_file_atomic((run_.path() / "result.json").string(), j.dump(2) + "\n");
