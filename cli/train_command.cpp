@@ -157,7 +157,11 @@ int run_train(const TrainOptions& opt) {
   const AmpPolicy amp = resolve_amp_policy(parse_precision(cfg.get_string("trainer.precision", "32")),
                                            cfg.get_bool("trainer.amp_on_mps", false), device.device.type(),
                                            probe_amp_capabilities(device.device));
-  const RunDirectory run = RunDirectory::create_for(cfg);
+  // Resuming `last` or `best` continues in the run's own directory; a path starts a new one.
+  const std::string resume = cfg.get_string("trainer.resume", "");
+  const RunDirectory run = resume == "last" || resume == "best"
+                               ? RunDirectory::open_existing(cfg.get_string("run.dir"))
+                               : RunDirectory::create_for(cfg);
   run.record(cfg, opt.overrides, command_line_text(opt));
   record_environment(run, device, amp);
   std::cerr << "run directory: " << run.path().string() << "\n";

@@ -7,6 +7,7 @@
 
 #include "tests/run_process.h"
 #include "trainer/config/yaml_io.h"
+#include "trainer/checkpoint.h"
 #include "trainer/serialization/torch_file.h"
 
 namespace fs = std::filesystem;
@@ -17,10 +18,10 @@ const std::string kBasic = std::string(WAVETRAIN_TEST_DATA) + "/configs/basic";
 
 using Result = wavetrain::testing::ProcessResult;
 
-// Runs wavetrain in `dir` (created if needed) with `args`.
-Result wavetrain_in(const fs::path& dir, const std::string& args) {
+// Runs wavetrain in `dir` (created if needed) with `args`; `env` is "NAME=value ..." for it.
+Result wavetrain_in(const fs::path& dir, const std::string& args, const std::string& env = "") {
   fs::create_directories(dir);
-  return wavetrain::testing::run_shell("cd '" + dir.string() + "' && '" WAVETRAIN_BINARY "' " + args);
+  return wavetrain::testing::run_shell("cd '" + dir.string() + "' && env " + env + " '" WAVETRAIN_BINARY "' " + args);
 }
 
 fs::path fresh(const std::string& name) {
@@ -142,6 +143,36 @@ TEST(CliTrain, MultirunOnToyRegressionWithAFailingJobAndResume) {
   EXPECT_EQ(resumed.exit_code, 1);  // job 1 fails again: its overrides have not changed
   EXPECT_NE(resumed.out.find("Launching 1 job (2 already done)"), std::string::npos) << resumed.out;
   EXPECT_TRUE(fs::exists(dir / "sweep/1.attempt-1"));
+}
+
+TEST(CliTrain, AKilledRunResumesToBitwiseIdenticalWeights) {
+  const fs::path dir = fresh("resume");
+  const std::string common =
+      "train task=toy_regression trainer.max_epochs=3 trainer.seed=5 trainer.checkpoint.every_n_steps=7 ";
+  ASSERT_EQ(wavetrain_in(dir, common + "run.dir=whole").exit_code, 0);
+  const wavetrain::TrainingState whole = wavetrain::Checkpoint::load((dir / "whole/checkpoints/last.ckpt").string());
+  EXPECT_EQ(whole.global_step, 96);  // 3 epochs of 32 steps
+
+  // Killed at step 45 (mid-epoch 2; last checkpoint at step 42) and at step 33 (last checkpoint
+  // at the end of epoch 1), each then resumed from its last checkpoint.
+  for (const int kill_at : {45, 33}) {
+    const std::string run = "killed_" + std::to_string(kill_at);
+    const Result killed = wavetrain_in(dir, common + "run.dir=" + run, "WAVETRAIN_FAULT_KILL_AT_STEP=" + std::to_string(kill_at));
+    EXPECT_EQ(killed.exit_code, 128 + 9) << "expected death by SIGKILL (the shell reports 128 + 9); " << killed.err;
+    const Result resumed = wavetrain_in(dir, common + "run.dir=" + run + " trainer.resume=last");
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+    const wavetrain::TrainingState after = wavetrain::Checkpoint::load((dir / run / "checkpoints/last.ckpt").string());
+    EXPECT_EQ(after.global_step, 96);
+    ASSERT_EQ(after.model.size(), whole.model.size());
+    for (size_t i = 0; i < whole.model.size(); ++i)
+      EXPECT_TRUE(at::equal(after.model[i].second, whole.model[i].second)) << run << " " << whole.model[i].first;
+    // What the first attempt wrote is still there: its metrics rows and its config record.
+    std::ifstream csv(dir / run / "metrics.csv");
+    const std::string rows((std::istreambuf_iterator<char>(csv)), std::istreambuf_iterator<char>());
+    EXPECT_NE(rows.find("\n10,0,"), std::string::npos) << rows;
+    EXPECT_TRUE(fs::exists(dir / run / ".wavetrain/config.yaml"));
+    EXPECT_TRUE(fs::exists(dir / run / ".wavetrain/resume-1/config.yaml"));
+  }
 }
 
 TEST(CliTrain, InfoJobsListsASweepInOrder) {

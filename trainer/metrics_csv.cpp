@@ -11,6 +11,10 @@
 namespace wavetrain {
 namespace {
 
+}  // namespace
+
+namespace {
+
 std::string field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
   std::string q = "\"";
@@ -20,7 +24,44 @@ std::string field(const std::string& s) {
 
 }  // namespace
 
-MetricsCsv::MetricsCsv(std::filesystem::path path) : path_(std::move(path)) {
+// One CSV line into fields ("" quoting as written by field()).
+std::vector<std::string> split_csv(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+      out.back() += '"';
+      ++i;
+    } else if (c == '"') {
+      quoted = !quoted;
+    } else if (c == ',' && !quoted) {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+MetricsCsv::MetricsCsv(std::filesystem::path path, bool keep_existing) : path_(std::move(path)) {
+  std::ifstream in(path_);
+  std::string line;
+  if (keep_existing && in && std::getline(in, line)) {
+    const std::vector<std::string> head = split_csv(line);
+    if (head.size() < 2 || head[0] != "step" || head[1] != "epoch")
+      throw std::runtime_error("'" + path_.string() + "' is not a wavetrain metrics.csv (header: " + line + ")");
+    columns_.assign(head.begin() + 2, head.end());
+    while (std::getline(in, line)) {
+      const std::vector<std::string> cells = split_csv(line);
+      if (cells.size() < 2) continue;
+      Row row{std::stoll(cells[0]), std::stoll(cells[1]), {}};
+      for (size_t i = 2; i < cells.size() && i - 2 < columns_.size(); ++i)
+        if (!cells[i].empty()) row.values[columns_[i - 2]] = std::stod(cells[i]);
+      rows_.push_back(std::move(row));
+    }
+    return;
+  }
   write_file_atomic(path_.string(), header());
 }
 

@@ -15,7 +15,8 @@ namespace wavetrain {
 
 class MetricsCsv {
  public:
-  explicit MetricsCsv(std::filesystem::path path);
+  // With `keep_existing` (a resumed run), the rows already in the file are kept and extended.
+  explicit MetricsCsv(std::filesystem::path path, bool keep_existing = false);
 
   void log(int64_t step, int64_t epoch, const std::vector<std::pair<std::string, double>>& metrics);
   const std::vector<std::string>& columns() const { return columns_; }

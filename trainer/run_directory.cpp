@@ -32,6 +32,20 @@ RunDirectory RunDirectory::create(const fs::path& dir) {
   throw std::runtime_error("Cannot create run directory '" + dir.string() + "': 10000 names taken");
 }
 
+RunDirectory RunDirectory::open_existing(const fs::path& dir) {
+  if (!fs::is_directory(dir / ".wavetrain"))
+    throw std::runtime_error("Cannot resume in '" + dir.string() + "': it is not a wavetrain run directory (no .wavetrain/)");
+  RunDirectory run(dir);
+  for (int n = 1;; ++n) {
+    const fs::path meta = dir / ".wavetrain" / ("resume-" + std::to_string(n));
+    if (::mkdir(meta.c_str(), 0755) == 0) {
+      run.meta_ = meta;
+      return run;
+    }
+    if (errno != EEXIST) throw std::runtime_error("Cannot create '" + meta.string() + "': " + std::strerror(errno));
+  }
+}
+
 RunDirectory RunDirectory::create_for(const config::Config& config) {
   config::Node pattern = config.has("run.dir") ? config.value("run.dir") : config::Node::string(kDefaultRunDir);
   if (!config.has("run.dir")) {

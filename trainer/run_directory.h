@@ -29,8 +29,12 @@ class RunDirectory {
   // the config's own interpolation context (so ${now:...} is the run's start time).
   static RunDirectory create_for(const config::Config& config);
 
+  // Reopens the directory of an earlier run to continue it (trainer.resume=last|best): this
+  // attempt's files go to .wavetrain/resume-N/, so the first attempt's record stays as it was.
+  static RunDirectory open_existing(const std::filesystem::path& dir);
+
   const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path meta_dir() const { return path_ / ".wavetrain"; }
+  const std::filesystem::path& meta_dir() const { return meta_; }
   std::filesystem::path log_path() const { return path_ / "wavetrain.log"; }
 
   // Writes the three config files under .wavetrain/ (each atomically) and starts wavetrain.log.
@@ -44,8 +48,9 @@ class RunDirectory {
   void log(const std::string& line) const;
 
  private:
-  explicit RunDirectory(std::filesystem::path p) : path_(std::move(p)) {}
+  explicit RunDirectory(std::filesystem::path p) : path_(std::move(p)), meta_(path_ / ".wavetrain") {}
   std::filesystem::path path_;
+  std::filesystem::path meta_;
 };
 
 }  // namespace wavetrain

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -118,6 +120,7 @@ FitResult Trainer::fit() {
   const int64_t max_steps = cfg_.get_int("trainer.max_steps", -1);
   const int64_t batch_size = cfg_.get_int("trainer.batch_size", 32);
   const int64_t log_every = std::max<int64_t>(1, cfg_.get_int("trainer.log_every_n_steps", 10));
+  const int64_t every_n_steps = cfg_.get_int("trainer.checkpoint.every_n_steps", 0);
   const std::string monitor = cfg_.get_string("trainer.monitor", "");
   const std::string mode = cfg_.get_string("trainer.mode", "min");
   const int64_t accumulate = cfg_.get_int("trainer.accumulate_grad_batches", 1);
@@ -152,7 +155,8 @@ FitResult Trainer::fit() {
   LrScheduler scheduler(schedule_options(cfg_), base_lrs);
   GradScaler scaler({65536.0, 2.0, 0.5, 2000, amp_.grad_scaler});
 
-  MetricsCsv csv(run_.path() / "metrics.csv");
+  const bool resuming = !cfg_.get_string("trainer.resume", "").empty();
+  MetricsCsv csv(run_.path() / "metrics.csv", /*keep_existing=*/resuming);
   TensorBoardWriter tb(run_.path() / "tensorboard");
   const bool terminal = stdout_is_terminal();
   ProgressReporter progress(std::cout, terminal);
@@ -179,15 +183,58 @@ FitResult Trainer::fit() {
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
 
+  // Everything needed to continue exactly: `batch_in_epoch` batches of `epoch` are done.
+  auto capture = [&](int64_t epoch, int64_t batch_in_epoch, const Metrics& metrics) {
+    TrainingState state;
+    state.model = module_state_dict(model);
+    state.optimizer = optimizer_state(*optimizer);
+    state.scheduler = serialization::Value::dict(
+        {{serialization::Value::string("name"), serialization::Value::string(scheduler.options().name)},
+         {serialization::Value::string("count"), serialization::Value::integer(scheduler.count())}});
+    if (scaler.enabled()) state.scaler = scaler.state();
+    state.epoch = epoch;
+    state.batch_in_epoch = batch_in_epoch;
+    state.global_step = step;
+    state.rng = capture_rng();
+    state.config_yaml = config::to_yaml(cfg_.tree());
+    state.metrics = metrics;
+    if (!std::isnan(best_value)) state.metrics.emplace_back("best/" + monitor, best_value);
+    return state;
+  };
+
+  int64_t start_epoch = 0, start_batch = 0;
+  const std::string resume = cfg_.get_string("trainer.resume", "");
+  if (!resume.empty()) {
+    const std::string path = resume == "last" || resume == "best" ? (ckpt_dir / (resume + ".ckpt")).string() : resume;
+    const TrainingState state = Checkpoint::load(path);
+    load_state_dict(model, state.model, /*strict=*/true, path);
+    load_optimizer_state(*optimizer, state.optimizer, path);
+    if (const serialization::Value* count = state.scheduler.is_none() ? nullptr : state.scheduler.find("count"))
+      scheduler.set_count(*optimizer, count->as_int());
+    if (state.scaler && scaler.enabled()) scaler.load_state(*state.scaler);
+    restore_rng(state.rng);
+    start_epoch = state.epoch;
+    start_batch = state.batch_in_epoch;
+    step = state.global_step;
+    best_value = find_metric(state.metrics, "best/" + monitor);
+    run_.log("resumed from " + path + " at epoch " + std::to_string(start_epoch) + ", batch " +
+             std::to_string(start_batch) + ", step " + std::to_string(step));
+  }
+  // Fault injection for the resume tests: the process kills itself (SIGKILL, no cleanup) right
+  // after this optimizer step and any checkpoint due at it.
+  const char* kill_env = std::getenv("WAVETRAIN_FAULT_KILL_AT_STEP");
+  const int64_t kill_at_step = kill_env ? std::atoll(kill_env) : -1;
+
   double stop_best = NAN;
   int64_t stop_wait = 0;
   bool stop = false;
-  for (int64_t epoch = 0; (epochs < 1 || epoch < epochs) && !stop; ++epoch) {
+  for (int64_t epoch = start_epoch; (epochs < 1 || epoch < epochs) && !stop; ++epoch) {
     model.train();
     const std::vector<int64_t> order = epoch_order(n_train, seed, epoch);
     double loss_value = NAN;
     bool window_bad = false;  // a non-finite loss in this accumulation window (no scaler to catch it)
-    for (int64_t b = 0; b < batches && step < total_steps && !stop; ++b) {
+    int64_t consumed = epoch == start_epoch ? start_batch : 0;  // batches of this epoch done
+    for (int64_t b = consumed; b < batches && step < total_steps && !stop; ++b) {
       // Gradients of `accumulate` batches are summed before one optimizer step; each loss is divided
       // by the window's size, so the step equals one on a batch that many times larger.
       const int64_t window_start = b - b % accumulate;
@@ -220,6 +267,7 @@ FitResult Trainer::fit() {
       if (window_bad) {  // with a scaler, its step() skips non-finite gradients by itself
         window_bad = false;
         ++skipped_steps;
+        consumed = b + 1;
         continue;
       }
       if (clip > 0) {
@@ -230,7 +278,11 @@ FitResult Trainer::fit() {
       scaler.step(*optimizer);
       scaler.update();
       ++step;
+      consumed = b + 1;
       if (scheduler.options().interval == "step") scheduler.step(*optimizer);
+      if (every_n_steps > 0 && step % every_n_steps == 0 && !fast_dev_run)
+        Checkpoint::save((ckpt_dir / "last.ckpt").string(), capture(epoch, consumed, result.last));
+      if (step == kill_at_step) std::raise(SIGKILL);
       if (step % log_every == 0 || step == total_steps) {
         logged.insert(logged.begin(), {"train/loss", loss_value});
         logged.emplace_back("lr", optimizer->param_groups()[0].options().get_lr());
@@ -280,18 +332,9 @@ FitResult Trainer::fit() {
     result.epochs = epoch + 1;
     result.global_step = step;
 
-    TrainingState state;
-    state.model = module_state_dict(model);
-    state.optimizer = optimizer_state(*optimizer);
-    state.scheduler = serialization::Value::dict(
-        {{serialization::Value::string("name"), serialization::Value::string(scheduler.options().name)},
-         {serialization::Value::string("count"), serialization::Value::integer(scheduler.count())}});
-    if (scaler.enabled()) state.scaler = scaler.state();
-    state.epoch = epoch + 1;
-    state.global_step = step;
-    state.rng = capture_rng();
-    state.config_yaml = config::to_yaml(cfg_.tree());
-    state.metrics = result.last;
+    // An epoch cut short (max_steps, max_time) is recorded as such, so a resume finishes it.
+    const bool epoch_done = consumed >= batches;
+    const TrainingState state = capture(epoch_done ? epoch + 1 : epoch, epoch_done ? 0 : consumed, result.last);
     if (!fast_dev_run) Checkpoint::save((ckpt_dir / "last.ckpt").string(), state);
     if (!monitor.empty() && !fast_dev_run) {
       const double v = find_metric(val, monitor);
