@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include "trainer/checkpoint.h"
 #include "trainer/config/compose.h"
@@ -165,6 +167,52 @@ TEST(Trainer, EarlyStoppingAndMaxTime) {
   EXPECT_EQ(fit("max_time", {"trainer.max_epochs=10", "+trainer.max_time=0.000001"}).global_step, 1);
   EXPECT_EQ(fit("max_time_hms", {"trainer.max_epochs=1", "+trainer.max_time='00:00:01:00'"}).global_step, 32);
   EXPECT_THROW(fit("max_time_bad", {"+trainer.max_time='1:xx'"}), config::ConfigError);
+}
+
+int count_lines_with(const fs::path& file, const std::string& needle) {
+  std::ifstream in(file);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) n += line.find(needle) != std::string::npos;
+  return n;
+}
+
+TEST(Trainer, ValCheckIntervalAsFractionOrSteps) {
+  // metrics.csv has one row per validation with val/mse in its 3rd column: ",<number>" after "step,epoch,".
+  fit("val_fraction", {"trainer.max_epochs=1", "+trainer.val_check_interval=0.25", "trainer.log_every_n_steps=1000"});
+  int rows = count_lines_with(run_dir("val_fraction") / "metrics.csv", ",0,");
+  EXPECT_EQ(rows, 4 + 1);  // validations at steps 8, 16, 24, 32, plus the training row of the last step
+  fit("val_steps", {"trainer.max_epochs=1", "+trainer.val_check_interval=10", "trainer.log_every_n_steps=1000"});
+  std::ifstream csv(run_dir("val_steps") / "metrics.csv");
+  std::string text((std::istreambuf_iterator<char>(csv)), std::istreambuf_iterator<char>());
+  for (const char* step : {"\n10,0,", "\n20,0,", "\n30,0,"}) EXPECT_NE(text.find(step), std::string::npos) << step << text;
+  EXPECT_THROW(fit("val_bad", {"+trainer.val_check_interval=1.5"}), config::ConfigError);
+}
+
+TEST(Trainer, TopKAndEveryNEpochsCheckpoints) {
+  const FitResult r = fit("top_k", {"trainer.max_epochs=4", "trainer.monitor=val/mse", "+trainer.checkpoint={save_top_k:2,"
+                                                                                       "every_n_epochs:2}"});
+  std::vector<std::string> top, periodic;
+  for (const auto& e : fs::directory_iterator(run_dir("top_k") / "checkpoints")) {
+    const std::string name = e.path().filename().string();
+    if (name.find("-val_mse=") != std::string::npos) top.push_back(name);
+    else if (name.rfind("epoch=", 0) == 0) periodic.push_back(name);
+  }
+  std::sort(periodic.begin(), periodic.end());
+  EXPECT_EQ(periodic, (std::vector<std::string>{"epoch=2-step=64.ckpt", "epoch=4-step=128.ckpt"}));
+  ASSERT_EQ(top.size(), 2u);
+  // The best of the kept ones is the run's best, and its file loads with that metric.
+  const std::string best_value = config::format_float(metric(r.best, "val/mse"));
+  EXPECT_TRUE(std::any_of(top.begin(), top.end(), [&](const std::string& n) { return n.find("=" + best_value + ".ckpt") != std::string::npos; }))
+      << best_value;
+  EXPECT_TRUE(fs::exists(run_dir("top_k") / "checkpoints/best.ckpt"));
+}
+
+TEST(Trainer, DeterministicModeGivesTheSameWeights) {
+  TrainingState a, b;
+  fit("det_on", {"trainer.max_epochs=1", "+trainer.deterministic=true"}, &a);
+  fit("det_off", {"trainer.max_epochs=1"}, &b);
+  for (size_t i = 0; i < a.model.size(); ++i) EXPECT_TRUE(at::equal(a.model[i].second, b.model[i].second));
+  at::globalContext().setDeterministicAlgorithms(false, false);
 }
 
 }  // namespace

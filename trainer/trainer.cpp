@@ -121,6 +121,13 @@ FitResult Trainer::fit() {
   const int64_t batch_size = cfg_.get_int("trainer.batch_size", 32);
   const int64_t log_every = std::max<int64_t>(1, cfg_.get_int("trainer.log_every_n_steps", 10));
   const int64_t every_n_steps = cfg_.get_int("trainer.checkpoint.every_n_steps", 0);
+  const int64_t every_n_epochs = cfg_.get_int("trainer.checkpoint.every_n_epochs", 0);
+  const int64_t save_top_k = cfg_.get_int("trainer.checkpoint.save_top_k", 1);
+  if (cfg_.get_bool("trainer.deterministic", false)) {
+    // cuBLAS needs a fixed workspace for reproducible results; it reads this when CUDA starts.
+    if (device_.device.is_cuda()) setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  }
   const std::string monitor = cfg_.get_string("trainer.monitor", "");
   const std::string mode = cfg_.get_string("trainer.mode", "min");
   const int64_t accumulate = cfg_.get_int("trainer.accumulate_grad_batches", 1);
@@ -172,6 +179,22 @@ FitResult Trainer::fit() {
   const int64_t total_steps = max_steps > 0 && !fast_dev_run
                                   ? (epochs > 0 ? std::min(max_steps, epochs * steps_per_epoch) : max_steps)
                                   : epochs * steps_per_epoch;
+  // val_check_interval: a float is a fraction of an epoch's steps, an int a number of global steps.
+  int64_t val_every = 0;
+  bool val_every_global = false;
+  if (cfg_.has("trainer.val_check_interval")) {
+    const config::Node v = cfg_.value("trainer.val_check_interval");
+    if (v.kind() == config::Node::Kind::Int) {
+      if (v.int_value() < 1) throw config::ConfigError("trainer.val_check_interval must be >= 1 as a step count");
+      val_every = v.int_value();
+      val_every_global = true;
+    } else {
+      const double f = config::to_float(v, "trainer.val_check_interval");
+      if (!(f > 0.0 && f <= 1.0))
+        throw config::ConfigError("trainer.val_check_interval=" + v.to_display() + ": a fraction must be in (0, 1]");
+      if (f < 1.0) val_every = std::max<int64_t>(1, static_cast<int64_t>(f * static_cast<double>(steps_per_epoch)));
+    }
+  }
   run_.log("training " + cfg_.get_string("task") + ": " + std::to_string(n_train) + " items, " + std::to_string(batches) +
            " batches of " + std::to_string(batch_size) + " per epoch, " + std::to_string(total_steps) + " steps");
 
@@ -228,6 +251,92 @@ FitResult Trainer::fit() {
   double stop_best = NAN;
   int64_t stop_wait = 0;
   bool stop = false;
+  int64_t last_validation_step = -1;
+  std::vector<std::pair<double, std::filesystem::path>> top_k;  // best first
+
+  // Validation over the whole split (each batch weighted by its size), then what hangs on it:
+  // logs, the monitored best and top-k checkpoints, early stopping. `consumed` batches of `epoch`
+  // are done when it runs (mid-epoch with val_check_interval).
+  auto validate = [&](int64_t epoch, int64_t consumed, double loss_value) {
+    model.eval();
+    Metrics val;
+    int64_t val_items = 0;
+    {
+      at::NoGradGuard no_grad;
+      for (int64_t b = 0; b < val_batches && b * batch_size < n_val; ++b) {
+        std::vector<int64_t> indices;
+        for (int64_t i = b * batch_size; i < std::min(n_val, (b + 1) * batch_size); ++i) indices.push_back(i);
+        const Batch batch = task->make_batch(Split::Validation, indices, device_.device);
+        at::Tensor prediction;
+        {
+          AutocastGuard autocast(amp_);
+          prediction = task->forward(batch);
+        }
+        const Metrics m = task->validation_metrics(prediction, batch);
+        if (val.empty())
+          for (const auto& [k, v] : m) val.emplace_back(k, 0.0);
+        for (size_t i = 0; i < m.size() && i < val.size(); ++i) val[i].second += m[i].second * static_cast<double>(batch.size);
+        val_items += batch.size;
+      }
+    }
+    model.train();
+    for (auto& [k, v] : val) v /= static_cast<double>(std::max<int64_t>(1, val_items));
+    last_validation_step = step;
+    csv.log(step, epoch, val);
+    for (const auto& [k, v] : val) tb.add_scalar(k, v, step);
+    tb.flush();
+    result.last = val;
+    result.last.emplace_back("train/loss", loss_value);
+
+    if (!monitor.empty() && !fast_dev_run) {
+      const double v = find_metric(val, monitor);
+      if (std::isnan(v))
+        throw config::ConfigError("trainer.monitor='" + monitor + "' is not a validation metric of this task");
+      const auto better = [&](double a, double b) { return mode == "min" ? a < b : a > b; };
+      const bool new_best = std::isnan(best_value) || better(v, best_value);
+      if (new_best) {
+        best_value = v;
+        result.best = val;
+      }
+      const bool enters_top_k = save_top_k > 0 && (static_cast<int64_t>(top_k.size()) < save_top_k || better(v, top_k.back().first));
+      if (new_best || enters_top_k) {
+        const TrainingState state = capture(consumed >= batches ? epoch + 1 : epoch, consumed >= batches ? 0 : consumed, result.last);
+        if (new_best) Checkpoint::save((ckpt_dir / "best.ckpt").string(), state);
+        if (enters_top_k) {
+          std::string metric_name = monitor;
+          for (char& c : metric_name)
+            if (c == '/') c = '_';
+          const std::filesystem::path file = ckpt_dir / ("epoch=" + std::to_string(epoch + 1) + "-step=" + std::to_string(step) +
+                                                         "-" + metric_name + "=" + config::format_float(v) + ".ckpt");
+          Checkpoint::save(file.string(), state);
+          top_k.emplace_back(v, file);
+          std::stable_sort(top_k.begin(), top_k.end(), [&](const auto& a, const auto& b) { return better(a.first, b.first); });
+          while (static_cast<int64_t>(top_k.size()) > save_top_k) {
+            std::filesystem::remove(top_k.back().second);
+            top_k.pop_back();
+          }
+        }
+      }
+    }
+    std::string line = "epoch " + std::to_string(epoch + 1) + " step " + std::to_string(step) + ":";
+    for (const auto& [k, v] : val) line += " " + k + "=" + config::format_float(v);
+    run_.log(line);
+    if (!terminal) std::cout << line << "\n";
+    if (!stop_monitor.empty()) {
+      const double v = find_metric(val, stop_monitor);
+      if (!std::isfinite(v)) {
+        run_.log("early stopping: " + stop_monitor + " is " + config::format_float(v) + " at step " + std::to_string(step));
+        stop = true;
+      } else if (std::isnan(stop_best) || (stop_mode == "min" ? v < stop_best - min_delta : v > stop_best + min_delta)) {
+        stop_best = v;
+        stop_wait = 0;
+      } else if (++stop_wait >= patience) {
+        run_.log("early stopping: " + stop_monitor + " did not improve by more than " + config::format_float(min_delta) +
+                 " for " + std::to_string(patience) + " validations");
+        stop = true;
+      }
+    }
+  };
   for (int64_t epoch = start_epoch; (epochs < 1 || epoch < epochs) && !stop; ++epoch) {
     model.train();
     const std::vector<int64_t> order = epoch_order(n_train, seed, epoch);
@@ -290,6 +399,10 @@ FitResult Trainer::fit() {
         for (const auto& [k, v] : logged) tb.add_scalar(k, v, step);
       }
       progress.update({epoch, epochs, step, total_steps, step, elapsed(), loss_value, samples});
+      const int64_t steps_in_epoch = (consumed + accumulate - 1) / accumulate;
+      if (val_every > 0 && consumed < batches &&
+          (val_every_global ? step % val_every == 0 : steps_in_epoch % val_every == 0))
+        validate(epoch, consumed, loss_value);
       if (max_time > 0 && elapsed() >= max_time) {
         run_.log("stopping: trainer.max_time (" + config::format_float(max_time) + " s) reached at step " +
                  std::to_string(step));
@@ -297,72 +410,19 @@ FitResult Trainer::fit() {
       }
     }
 
-    // Validation over the whole split, each batch weighted by its size.
-    model.eval();
-    Metrics val;
-    int64_t val_items = 0;
-    {
-      at::NoGradGuard no_grad;
-      std::vector<int64_t> all(static_cast<size_t>(n_val));
-      for (int64_t i = 0; i < n_val; ++i) all[static_cast<size_t>(i)] = i;
-      for (int64_t b = 0; b < val_batches && b * batch_size < n_val; ++b) {
-        const std::vector<int64_t> indices(all.begin() + b * batch_size, all.begin() + std::min(n_val, (b + 1) * batch_size));
-        const Batch batch = task->make_batch(Split::Validation, indices, device_.device);
-        at::Tensor prediction;
-        {
-          AutocastGuard autocast(amp_);
-          prediction = task->forward(batch);
-        }
-        const Metrics m = task->validation_metrics(prediction, batch);
-        if (val.empty())
-          for (const auto& [k, v] : m) val.emplace_back(k, 0.0);
-        for (size_t i = 0; i < m.size() && i < val.size(); ++i)
-          val[i].second += m[i].second * static_cast<double>(batch.size);
-        val_items += batch.size;
-      }
-    }
-    for (auto& [k, v] : val) v /= static_cast<double>(std::max<int64_t>(1, val_items));
-    csv.log(step, epoch, val);
-    for (const auto& [k, v] : val) tb.add_scalar(k, v, step);
-    tb.flush();
+    if (last_validation_step != step || step == 0) validate(epoch, consumed, loss_value);
     if (scheduler.options().interval == "epoch") scheduler.step(*optimizer);
-
-    result.last = val;
-    result.last.emplace_back("train/loss", loss_value);
     result.epochs = epoch + 1;
     result.global_step = step;
 
     // An epoch cut short (max_steps, max_time) is recorded as such, so a resume finishes it.
     const bool epoch_done = consumed >= batches;
     const TrainingState state = capture(epoch_done ? epoch + 1 : epoch, epoch_done ? 0 : consumed, result.last);
-    if (!fast_dev_run) Checkpoint::save((ckpt_dir / "last.ckpt").string(), state);
-    if (!monitor.empty() && !fast_dev_run) {
-      const double v = find_metric(val, monitor);
-      if (std::isnan(v))
-        throw config::ConfigError("trainer.monitor='" + monitor + "' is not a validation metric of this task");
-      if (std::isnan(best_value) || (mode == "min" ? v < best_value : v > best_value)) {
-        best_value = v;
-        result.best = val;
-        Checkpoint::save((ckpt_dir / "best.ckpt").string(), state);
-      }
-    }
-    std::string line = "epoch " + std::to_string(epoch + 1) + " step " + std::to_string(step) + ":";
-    for (const auto& [k, v] : val) line += " " + k + "=" + config::format_float(v);
-    run_.log(line);
-    if (!terminal) std::cout << line << "\n";
-    if (!stop_monitor.empty()) {
-      const double v = find_metric(val, stop_monitor);
-      if (!std::isfinite(v)) {
-        run_.log("early stopping: " + stop_monitor + " is " + config::format_float(v) + " at epoch " + std::to_string(epoch + 1));
-        stop = true;
-      } else if (std::isnan(stop_best) || (stop_mode == "min" ? v < stop_best - min_delta : v > stop_best + min_delta)) {
-        stop_best = v;
-        stop_wait = 0;
-      } else if (++stop_wait >= patience) {
-        run_.log("early stopping: " + stop_monitor + " did not improve by more than " + config::format_float(min_delta) +
-                 " for " + std::to_string(patience) + " validations");
-        stop = true;
-      }
+    if (!fast_dev_run) {
+      Checkpoint::save((ckpt_dir / "last.ckpt").string(), state);
+      if (epoch_done && every_n_epochs > 0 && (epoch + 1) % every_n_epochs == 0)
+        Checkpoint::save((ckpt_dir / ("epoch=" + std::to_string(epoch + 1) + "-step=" + std::to_string(step) + ".ckpt")).string(),
+                         state);
     }
     if (step >= total_steps) break;
   }
