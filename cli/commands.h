@@ -24,6 +24,7 @@ struct ExitCode {
 
 void add_ckpt_command(CLI::App& app);
 void add_devices_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 
 }  // namespace wavetrain::cli

@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
   app.fallthrough(false);
   add_ckpt_command(app);
   add_devices_command(app);
+  add_eval_command(app);
   add_train_command(app);
 
   // Hydra's short forms -cd/-cn are two letters, which CLI11 does not allow for short options.

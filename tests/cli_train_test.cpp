@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <fstream>
 
 #include "tests/run_process.h"
@@ -173,6 +174,28 @@ TEST(CliTrain, AKilledRunResumesToBitwiseIdenticalWeights) {
     EXPECT_TRUE(fs::exists(dir / run / ".wavetrain/config.yaml"));
     EXPECT_TRUE(fs::exists(dir / run / ".wavetrain/resume-1/config.yaml"));
   }
+}
+
+TEST(CliEval, ReproducesTheRunsValidationAndWritesItBeside) {
+  const fs::path dir = fresh("eval");
+  ASSERT_EQ(wavetrain_in(dir, "train task=toy_regression trainer.max_epochs=2 run.dir=r").exit_code, 0);
+  const Result r = wavetrain_in(dir, "eval r");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("r/checkpoints/last.ckpt (step 64), split val:"), std::string::npos) << r.out;
+  auto read_json = [](const fs::path& p) {
+    std::ifstream in(p);
+    return nlohmann::json::parse(in);
+  };
+  const nlohmann::json eval = read_json(dir / "r/eval-1.json");
+  const nlohmann::json result = read_json(dir / "r/result.json");
+  EXPECT_EQ(eval["metrics"]["val/mse"].get<double>(), result["last"]["val/mse"].get<double>());  // same model, same data
+  const Result train_split = wavetrain_in(dir, "eval r/checkpoints/last.ckpt --split train trainer.batch_size=256");
+  ASSERT_EQ(train_split.exit_code, 0) << train_split.err;
+  EXPECT_TRUE(fs::exists(dir / "r/eval-2.json"));
+  EXPECT_EQ(read_json(dir / "r/eval-2.json")["split"], "train");
+  const Result missing = wavetrain_in(dir, "eval nowhere.ckpt");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.err, "wavetrain: error: nowhere.ckpt: cannot open: No such file or directory\n");
 }
 
 TEST(CliTrain, InfoJobsListsASweepInOrder) {

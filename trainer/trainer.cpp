@@ -111,6 +111,32 @@ double find_metric(const Metrics& m, const std::string& name) {
 
 }  // namespace
 
+Metrics evaluate(Task& task, Split split, const at::Device& device, const AmpPolicy& amp, int64_t batch_size,
+                 int64_t max_batches) {
+  task.model().eval();
+  at::NoGradGuard no_grad;
+  const int64_t n = task.size(split);
+  Metrics sums;
+  int64_t items = 0;
+  for (int64_t b = 0; (max_batches < 0 || b < max_batches) && b * batch_size < n; ++b) {
+    std::vector<int64_t> indices;
+    for (int64_t i = b * batch_size; i < std::min(n, (b + 1) * batch_size); ++i) indices.push_back(i);
+    const Batch batch = task.make_batch(split, indices, device);
+    at::Tensor prediction;
+    {
+      AutocastGuard autocast(amp);
+      prediction = task.forward(batch);
+    }
+    const Metrics m = task.validation_metrics(prediction, batch);
+    if (sums.empty())
+      for (const auto& [k, v] : m) sums.emplace_back(k, 0.0);
+    for (size_t i = 0; i < m.size() && i < sums.size(); ++i) sums[i].second += m[i].second * static_cast<double>(batch.size);
+    items += batch.size;
+  }
+  for (auto& [k, v] : sums) v /= static_cast<double>(std::max<int64_t>(1, items));
+  return sums;
+}
+
 Trainer::Trainer(const config::Config& cfg, const RunDirectory& run, DeviceChoice device, AmpPolicy amp)
     : cfg_(cfg), run_(run), device_(std::move(device)), amp_(std::move(amp)) {}
 
@@ -258,29 +284,8 @@ FitResult Trainer::fit() {
   // logs, the monitored best and top-k checkpoints, early stopping. `consumed` batches of `epoch`
   // are done when it runs (mid-epoch with val_check_interval).
   auto validate = [&](int64_t epoch, int64_t consumed, double loss_value) {
-    model.eval();
-    Metrics val;
-    int64_t val_items = 0;
-    {
-      at::NoGradGuard no_grad;
-      for (int64_t b = 0; b < val_batches && b * batch_size < n_val; ++b) {
-        std::vector<int64_t> indices;
-        for (int64_t i = b * batch_size; i < std::min(n_val, (b + 1) * batch_size); ++i) indices.push_back(i);
-        const Batch batch = task->make_batch(Split::Validation, indices, device_.device);
-        at::Tensor prediction;
-        {
-          AutocastGuard autocast(amp_);
-          prediction = task->forward(batch);
-        }
-        const Metrics m = task->validation_metrics(prediction, batch);
-        if (val.empty())
-          for (const auto& [k, v] : m) val.emplace_back(k, 0.0);
-        for (size_t i = 0; i < m.size() && i < val.size(); ++i) val[i].second += m[i].second * static_cast<double>(batch.size);
-        val_items += batch.size;
-      }
-    }
+    const Metrics val = evaluate(*task, Split::Validation, device_.device, amp_, batch_size, val_batches);
     model.train();
-    for (auto& [k, v] : val) v /= static_cast<double>(std::max<int64_t>(1, val_items));
     last_validation_step = step;
     csv.log(step, epoch, val);
     for (const auto& [k, v] : val) tb.add_scalar(k, v, step);

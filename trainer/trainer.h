@@ -33,6 +33,11 @@ struct FitResult {
   int64_t global_step = 0;
 };
 
+// The task's validation metrics over `split` (at most `max_batches` batches; -1 for all), each
+// batch weighted by its size, under the precision policy and without gradients.
+Metrics evaluate(Task& task, Split split, const at::Device& device, const AmpPolicy& amp, int64_t batch_size,
+                 int64_t max_batches = -1);
+
 class Trainer {
  public:
   Trainer(const config::Config& cfg, const RunDirectory& run, DeviceChoice device, AmpPolicy amp);
