@@ -1,7 +1,19 @@
 // `wavetrain train [OVERRIDES...]`: composes the config (Hydra's rules, see trainer/config/compose.h),
 // then either prints it (--cfg job [--resolve], --info defaults, --info jobs) or runs: one run in
 // a fresh run directory, or with -m one job per point of the sweep, each as a child process.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <thread>
 
 #include <algorithm>
 #include <cstdlib>
@@ -14,6 +26,8 @@
 #include "trainer/config/yaml_io.h"
 #include "trainer/amp.h"
 #include "trainer/device.h"
+#include "trainer/distributed.h"
+#include "trainer/distributed_env.h"
 #include "trainer/multirun.h"
 #include "trainer/task.h"
 #include "trainer/threads.h"
@@ -92,6 +106,82 @@ void record_environment(const RunDirectory& run, const DeviceChoice& device, con
   }
 }
 
+// A free TCP port on the loopback interface for a local group's rendezvous.
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    throw std::runtime_error(std::string("cannot find a free port for the ranks: ") + std::strerror(errno));
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// trainer.devices=N without a launcher: N ranks of this same command on this machine, each told
+// its place through torchrun's variables. When one fails, the others stop by themselves (their
+// next collective fails); any still running after `grace` are killed. Exit 1 if any rank failed.
+int spawn_local_ranks(const TrainOptions& opt, int ranks, std::chrono::seconds grace) {
+  std::vector<std::string> args = job_command(opt);
+  args.insert(args.end(), opt.overrides.begin(), opt.overrides.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const int port = free_port();
+  std::cerr << "starting " << ranks << " ranks on 127.0.0.1:" << port << "\n";
+
+  std::map<pid_t, int> rank_of;
+  for (int r = 0; r < ranks; ++r) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+      const std::string var = *e;
+      const std::string name = var.substr(0, var.find('='));
+      if (name != "RANK" && name != "WORLD_SIZE" && name != "LOCAL_RANK" && name != "MASTER_ADDR" && name != "MASTER_PORT")
+        env.push_back(var);
+    }
+    for (const std::string& v : {"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(ranks),
+                                 "LOCAL_RANK=" + std::to_string(r), std::string("MASTER_ADDR=127.0.0.1"),
+                                 "MASTER_PORT=" + std::to_string(port)})
+      env.push_back(v);
+    std::vector<char*> envp;
+    for (std::string& v : env) envp.push_back(v.data());
+    envp.push_back(nullptr);
+    pid_t pid = 0;
+    const int rc = posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), envp.data());
+    if (rc != 0) throw std::runtime_error("cannot start rank " + std::to_string(r) + ": " + std::strerror(rc));
+    rank_of[pid] = r;
+  }
+
+  bool failed = false;
+  auto deadline = std::chrono::steady_clock::time_point::max();
+  while (!rank_of.empty()) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid > 0 && rank_of.count(pid)) {
+      const int r = rank_of[pid];
+      rank_of.erase(pid);
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+      failed = true;
+      std::cerr << "rank " << r << (WIFSIGNALED(status) ? " was killed by signal " + std::to_string(WTERMSIG(status))
+                                                         : " exited with code " + std::to_string(WEXITSTATUS(status)))
+                << "\n";
+      if (deadline == std::chrono::steady_clock::time_point::max()) deadline = std::chrono::steady_clock::now() + grace;
+      continue;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (const auto& [p, r] : rank_of) {
+        std::cerr << "rank " << r << " still running after another rank failed: stopping it\n";
+        ::kill(p, SIGKILL);
+      }
+      deadline = std::chrono::steady_clock::time_point::max();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return failed ? kExitFailure : kExitOk;
+}
+
 int run_train(const TrainOptions& opt) {
   const std::vector<std::string> dirs = search_path(opt);
   auto options_of = [&](const std::string& group) { return config::group_options(dirs, group); };
@@ -146,6 +236,14 @@ int run_train(const TrainOptions& opt) {
   }
 
   const std::string task = cfg.get_string("task");  // ??? fails here, naming the key
+  const std::optional<DistributedEnv> dist = distributed_env([](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  });
+  const int64_t devices = cfg.get_int("trainer.devices", 1);
+  const auto timeout = std::chrono::seconds(cfg.get_int("trainer.dist_timeout", 300));
+  if (devices < 1) throw config::ConfigError("trainer.devices must be >= 1");
+  if (!dist && devices > 1) return spawn_local_ranks(opt, static_cast<int>(devices), timeout);
   {
     const std::vector<std::string> known = task_names();
     if (std::find(known.begin(), known.end(), task) == known.end()) make_task(task, cfg);  // throws, listing them
@@ -157,15 +255,27 @@ int run_train(const TrainOptions& opt) {
   const AmpPolicy amp = resolve_amp_policy(parse_precision(cfg.get_string("trainer.precision", "32")),
                                            cfg.get_bool("trainer.amp_on_mps", false), device.device.type(),
                                            probe_amp_capabilities(device.device));
+  std::unique_ptr<ProcessGroup> group;
+  if (dist) group = std::make_unique<ProcessGroup>(*dist, std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+  // Rank 0 (or the only process) makes the run directory and tells the others where it is.
   // Resuming `last` or `best` continues in the run's own directory; a path starts a new one.
   const std::string resume = cfg.get_string("trainer.resume", "");
-  const RunDirectory run = resume == "last" || resume == "best"
-                               ? RunDirectory::open_existing(cfg.get_string("run.dir"))
-                               : RunDirectory::create_for(cfg);
-  run.record(cfg, opt.overrides, command_line_text(opt));
-  record_environment(run, device, amp);
-  std::cerr << "run directory: " << run.path().string() << "\n";
-  Trainer(cfg, run, device, amp).fit();
+  const RunDirectory run = [&] {
+    if (group && group->rank() != 0) return RunDirectory::attach(group->get("wavetrain/run_dir"));
+    RunDirectory r = resume == "last" || resume == "best" ? RunDirectory::open_existing(cfg.get_string("run.dir"))
+                                                          : RunDirectory::create_for(cfg);
+    r.record(cfg, opt.overrides, command_line_text(opt));
+    record_environment(r, device, amp);
+    if (group) {
+      r.log("distributed: " + std::to_string(group->size()) + " ranks (" + dist->launcher + "), master " +
+            dist->master_addr + ":" + std::to_string(dist->master_port));
+      group->set("wavetrain/run_dir", r.path().string());
+    }
+    std::cerr << "run directory: " << r.path().string() << "\n";
+    return r;
+  }();
+  Trainer(cfg, run, device, amp, group.get()).fit();
+  if (group && group->rank() != 0) return kExitOk;
   std::cerr << "done: " << (run.path() / "result.json").string() << "\n";
   return kExitOk;
 }

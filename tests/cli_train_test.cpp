@@ -2,6 +2,7 @@
 // and a multirun whose jobs are real `wavetrain train` processes.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <fstream>
@@ -196,6 +197,44 @@ TEST(CliEval, ReproducesTheRunsValidationAndWritesItBeside) {
   const Result missing = wavetrain_in(dir, "eval nowhere.ckpt");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_EQ(missing.err, "wavetrain: error: nowhere.ckpt: cannot open: No such file or directory\n");
+}
+
+TEST(CliDistributed, TwoRanksWithBatchBMatchOneRankWithBatch2B) {
+  const fs::path dir = fresh("ddp");
+  const std::string common = "train task=toy_regression trainer.max_epochs=1 optimizer.name=sgd optimizer.lr=0.1 ";
+  const Result two = wavetrain_in(dir, common + "trainer.devices=2 trainer.batch_size=16 run.dir=two");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_NE(two.err.find("starting 2 ranks on 127.0.0.1:"), std::string::npos) << two.err;
+  ASSERT_EQ(wavetrain_in(dir, common + "trainer.batch_size=32 run.dir=one").exit_code, 0);
+  const wavetrain::TrainingState a = wavetrain::Checkpoint::load((dir / "two/checkpoints/last.ckpt").string());
+  const wavetrain::TrainingState b = wavetrain::Checkpoint::load((dir / "one/checkpoints/last.ckpt").string());
+  EXPECT_EQ(a.global_step, 32);
+  EXPECT_EQ(b.global_step, 32);
+  ASSERT_EQ(a.model.size(), b.model.size());
+  for (size_t i = 0; i < a.model.size(); ++i) {
+    EXPECT_EQ(a.model[i].first, b.model[i].first);  // rank 0's checkpoint: no `module.` prefix
+    EXPECT_LE((a.model[i].second - b.model[i].second).abs().max().item<double>(), 1e-5) << a.model[i].first;
+  }
+  // Only rank 0 wrote: one event file, one log.
+  int event_files = 0;
+  for (const auto& e : fs::directory_iterator(dir / "two/tensorboard")) event_files += e.is_regular_file();
+  EXPECT_EQ(event_files, 1);
+}
+
+TEST(CliDistributed, ARankThatDiesMakesTheOtherExitWithAnError) {
+  const fs::path dir = fresh("ddp_kill");
+  const auto start = std::chrono::steady_clock::now();
+  const Result r = wavetrain_in(dir, "train task=toy_regression trainer.devices=2 trainer.batch_size=16 "
+                                     "trainer.max_epochs=50 trainer.dist_timeout=30 run.dir=k",
+                                "WAVETRAIN_FAULT_KILL_AT_STEP=5 WAVETRAIN_FAULT_KILL_RANK=1");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("rank 1 was killed by signal 9"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("distributed gradient all-reduce failed (another rank stopped or is unreachable)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("rank 0 exited with code 1"), std::string::npos) << r.err;
+  EXPECT_LT(seconds, 30.0);  // bounded: no hang until the collective timeout
 }
 
 TEST(CliTrain, InfoJobsListsASweepInOrder) {

@@ -33,6 +33,9 @@ class RunDirectory {
   // attempt's files go to .wavetrain/resume-N/, so the first attempt's record stays as it was.
   static RunDirectory open_existing(const std::filesystem::path& dir);
 
+  // The directory another process (rank 0 of a distributed run) created; nothing is written.
+  static RunDirectory attach(const std::filesystem::path& dir) { return RunDirectory(dir); }
+
   const std::filesystem::path& path() const { return path_; }
   const std::filesystem::path& meta_dir() const { return meta_; }
   std::filesystem::path log_path() const { return path_ / "wavetrain.log"; }

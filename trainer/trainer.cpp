@@ -137,8 +137,9 @@ Metrics evaluate(Task& task, Split split, const at::Device& device, const AmpPol
   return sums;
 }
 
-Trainer::Trainer(const config::Config& cfg, const RunDirectory& run, DeviceChoice device, AmpPolicy amp)
-    : cfg_(cfg), run_(run), device_(std::move(device)), amp_(std::move(amp)) {}
+Trainer::Trainer(const config::Config& cfg, const RunDirectory& run, DeviceChoice device, AmpPolicy amp,
+                 ProcessGroup* group)
+    : cfg_(cfg), run_(run), device_(std::move(device)), amp_(std::move(amp)), group_(group) {}
 
 FitResult Trainer::fit() {
   const int64_t seed = cfg_.get_int("trainer.seed", 0);
@@ -182,6 +183,21 @@ FitResult Trainer::fit() {
   std::unique_ptr<Task> task = make_task(cfg_.get_string("task"), cfg_);
   torch::nn::Module& model = task->model();
   model.to(device_.device);
+  const int world = group_ ? group_->size() : 1;
+  const int rank = group_ ? group_->rank() : 0;
+  const bool writer = rank == 0;  // only rank 0 writes anything
+  if (group_) {
+    std::vector<at::Tensor> state;
+    for (auto& [name, t] : module_state_dict(model)) state.push_back(t);
+    group_->broadcast_from_rank0(state);
+  }
+  // True on every rank when it is true on any: decisions that change the flow must agree.
+  auto any_rank = [&](bool flag) {
+    if (!group_) return flag;
+    const at::Tensor t = at::full({1}, flag ? 1.0f : 0.0f);
+    group_->average({t});
+    return t.item<float>() > 0;
+  };
   std::unique_ptr<torch::optim::Optimizer> optimizer = make_optimizer(cfg_, model.parameters());
   std::vector<double> base_lrs;
   for (auto& g : optimizer->param_groups()) base_lrs.push_back(g.options().get_lr());
@@ -189,16 +205,29 @@ FitResult Trainer::fit() {
   GradScaler scaler({65536.0, 2.0, 0.5, 2000, amp_.grad_scaler});
 
   const bool resuming = !cfg_.get_string("trainer.resume", "").empty();
-  MetricsCsv csv(run_.path() / "metrics.csv", /*keep_existing=*/resuming);
-  TensorBoardWriter tb(run_.path() / "tensorboard");
+  std::unique_ptr<MetricsCsv> csv;
+  std::unique_ptr<TensorBoardWriter> tb;
+  if (writer) {
+    csv = std::make_unique<MetricsCsv>(run_.path() / "metrics.csv", /*keep_existing=*/resuming);
+    tb = std::make_unique<TensorBoardWriter>(run_.path() / "tensorboard");
+  }
+  auto log_line = [&](const std::string& line) {
+    if (writer) run_.log(line);
+  };
   const bool terminal = stdout_is_terminal();
   ProgressReporter progress(std::cout, terminal);
   const std::filesystem::path ckpt_dir = run_.path() / "checkpoints";
-  std::filesystem::create_directories(ckpt_dir);
+  if (rank == 0) std::filesystem::create_directories(ckpt_dir);
 
   const int64_t n_train = task->size(Split::Train), n_val = task->size(Split::Validation);
   const int64_t epochs = fast_dev_run ? 1 : max_epochs;
-  const int64_t batches = fast_dev_run ? 1 : limited(cfg_, "trainer.limit_train_batches", (n_train + batch_size - 1) / batch_size);
+  const int64_t batches =
+      fast_dev_run ? 1
+                   : limited(cfg_, "trainer.limit_train_batches",
+                             world > 1 ? n_train / (batch_size * world) : (n_train + batch_size - 1) / batch_size);
+  if (batches < 1)
+    throw config::ConfigError("trainer.batch_size=" + std::to_string(batch_size) + " on " + std::to_string(world) +
+                              " ranks is larger than the " + std::to_string(n_train) + " training items");
   const int64_t val_batches =
       fast_dev_run ? 1 : limited(cfg_, "trainer.limit_val_batches", (n_val + batch_size - 1) / batch_size);
   const int64_t steps_per_epoch = (batches + accumulate - 1) / accumulate;
@@ -221,7 +250,7 @@ FitResult Trainer::fit() {
       if (f < 1.0) val_every = std::max<int64_t>(1, static_cast<int64_t>(f * static_cast<double>(steps_per_epoch)));
     }
   }
-  run_.log("training " + cfg_.get_string("task") + ": " + std::to_string(n_train) + " items, " + std::to_string(batches) +
+  log_line("training " + cfg_.get_string("task") + ": " + std::to_string(n_train) + " items, " + std::to_string(batches) +
            " batches of " + std::to_string(batch_size) + " per epoch, " + std::to_string(total_steps) + " steps");
 
   FitResult result;
@@ -266,13 +295,15 @@ FitResult Trainer::fit() {
     start_batch = state.batch_in_epoch;
     step = state.global_step;
     best_value = find_metric(state.metrics, "best/" + monitor);
-    run_.log("resumed from " + path + " at epoch " + std::to_string(start_epoch) + ", batch " +
+    log_line("resumed from " + path + " at epoch " + std::to_string(start_epoch) + ", batch " +
              std::to_string(start_batch) + ", step " + std::to_string(step));
   }
   // Fault injection for the resume tests: the process kills itself (SIGKILL, no cleanup) right
   // after this optimizer step and any checkpoint due at it.
   const char* kill_env = std::getenv("WAVETRAIN_FAULT_KILL_AT_STEP");
   const int64_t kill_at_step = kill_env ? std::atoll(kill_env) : -1;
+  const char* kill_rank_env = std::getenv("WAVETRAIN_FAULT_KILL_RANK");  // only this rank, if set
+  const int kill_rank = kill_rank_env ? std::atoi(kill_rank_env) : -1;
 
   double stop_best = NAN;
   int64_t stop_wait = 0;
@@ -287,9 +318,11 @@ FitResult Trainer::fit() {
     const Metrics val = evaluate(*task, Split::Validation, device_.device, amp_, batch_size, val_batches);
     model.train();
     last_validation_step = step;
-    csv.log(step, epoch, val);
-    for (const auto& [k, v] : val) tb.add_scalar(k, v, step);
-    tb.flush();
+    if (writer) csv->log(step, epoch, val);
+    if (writer) {
+      for (const auto& [k, v] : val) tb->add_scalar(k, v, step);
+      tb->flush();
+    }
     result.last = val;
     result.last.emplace_back("train/loss", loss_value);
 
@@ -306,14 +339,14 @@ FitResult Trainer::fit() {
       const bool enters_top_k = save_top_k > 0 && (static_cast<int64_t>(top_k.size()) < save_top_k || better(v, top_k.back().first));
       if (new_best || enters_top_k) {
         const TrainingState state = capture(consumed >= batches ? epoch + 1 : epoch, consumed >= batches ? 0 : consumed, result.last);
-        if (new_best) Checkpoint::save((ckpt_dir / "best.ckpt").string(), state);
+        if (new_best && writer) Checkpoint::save((ckpt_dir / "best.ckpt").string(), state);
         if (enters_top_k) {
           std::string metric_name = monitor;
           for (char& c : metric_name)
             if (c == '/') c = '_';
           const std::filesystem::path file = ckpt_dir / ("epoch=" + std::to_string(epoch + 1) + "-step=" + std::to_string(step) +
                                                          "-" + metric_name + "=" + config::format_float(v) + ".ckpt");
-          Checkpoint::save(file.string(), state);
+          if (writer) Checkpoint::save(file.string(), state);
           top_k.emplace_back(v, file);
           std::stable_sort(top_k.begin(), top_k.end(), [&](const auto& a, const auto& b) { return better(a.first, b.first); });
           while (static_cast<int64_t>(top_k.size()) > save_top_k) {
@@ -325,18 +358,18 @@ FitResult Trainer::fit() {
     }
     std::string line = "epoch " + std::to_string(epoch + 1) + " step " + std::to_string(step) + ":";
     for (const auto& [k, v] : val) line += " " + k + "=" + config::format_float(v);
-    run_.log(line);
-    if (!terminal) std::cout << line << "\n";
+    log_line(line);
+    if (!terminal && writer) std::cout << line << "\n";
     if (!stop_monitor.empty()) {
       const double v = find_metric(val, stop_monitor);
       if (!std::isfinite(v)) {
-        run_.log("early stopping: " + stop_monitor + " is " + config::format_float(v) + " at step " + std::to_string(step));
+        log_line("early stopping: " + stop_monitor + " is " + config::format_float(v) + " at step " + std::to_string(step));
         stop = true;
       } else if (std::isnan(stop_best) || (stop_mode == "min" ? v < stop_best - min_delta : v > stop_best + min_delta)) {
         stop_best = v;
         stop_wait = 0;
       } else if (++stop_wait >= patience) {
-        run_.log("early stopping: " + stop_monitor + " did not improve by more than " + config::format_float(min_delta) +
+        log_line("early stopping: " + stop_monitor + " did not improve by more than " + config::format_float(min_delta) +
                  " for " + std::to_string(patience) + " validations");
         stop = true;
       }
@@ -354,8 +387,9 @@ FitResult Trainer::fit() {
       const int64_t window_start = b - b % accumulate;
       const int64_t window = std::min(accumulate, batches - window_start);
       if (b == window_start) optimizer->zero_grad();
-      const std::vector<int64_t> indices(order.begin() + b * batch_size,
-                                         order.begin() + std::min(n_train, (b + 1) * batch_size));
+      // This rank's slice of global batch b (one slice per rank, in rank order).
+      const int64_t first = (b * world + rank) * batch_size;
+      const std::vector<int64_t> indices(order.begin() + first, order.begin() + std::min(n_train, first + batch_size));
       const Batch batch = task->make_batch(Split::Train, indices, device_.device);
       at::Tensor prediction;
       {
@@ -371,12 +405,20 @@ FitResult Trainer::fit() {
                                   std::to_string(step) + " (epoch " + std::to_string(epoch) + ", batch " +
                                   std::to_string(b) + ")";
         if (on_nonfinite == "stop") throw std::runtime_error(where + "; set trainer.on_nonfinite=skip to skip such steps");
-        run_.log("warning: " + where + ": step skipped");
+        log_line("warning: " + where + ": step skipped");
         window_bad = true;
       } else {
         scaler.scale(loss / static_cast<double>(window)).backward();
       }
       if (b + 1 < window_start + window) continue;  // more batches to accumulate
+
+      if (group_) {
+        window_bad = any_rank(window_bad);  // a rank that skips makes every rank skip
+        std::vector<at::Tensor> grads;
+        for (const at::Tensor& p : model.parameters())
+          if (p.grad().defined()) grads.push_back(p.grad());
+        group_->average(grads);
+      }
 
       if (window_bad) {  // with a scaler, its step() skips non-finite gradients by itself
         window_bad = false;
@@ -395,21 +437,22 @@ FitResult Trainer::fit() {
       consumed = b + 1;
       if (scheduler.options().interval == "step") scheduler.step(*optimizer);
       if (every_n_steps > 0 && step % every_n_steps == 0 && !fast_dev_run)
-        Checkpoint::save((ckpt_dir / "last.ckpt").string(), capture(epoch, consumed, result.last));
-      if (step == kill_at_step) std::raise(SIGKILL);
+        if (writer) Checkpoint::save((ckpt_dir / "last.ckpt").string(), capture(epoch, consumed, result.last));
+      if (step == kill_at_step && (kill_rank < 0 || kill_rank == rank)) std::raise(SIGKILL);
       if (step % log_every == 0 || step == total_steps) {
         logged.insert(logged.begin(), {"train/loss", loss_value});
         logged.emplace_back("lr", optimizer->param_groups()[0].options().get_lr());
-        csv.log(step, epoch, logged);
-        for (const auto& [k, v] : logged) tb.add_scalar(k, v, step);
+        if (writer) csv->log(step, epoch, logged);
+        if (writer)
+          for (const auto& [k, v] : logged) tb->add_scalar(k, v, step);
       }
-      progress.update({epoch, epochs, step, total_steps, step, elapsed(), loss_value, samples});
+      if (writer) progress.update({epoch, epochs, step, total_steps, step, elapsed(), loss_value, samples});
       const int64_t steps_in_epoch = (consumed + accumulate - 1) / accumulate;
       if (val_every > 0 && consumed < batches &&
           (val_every_global ? step % val_every == 0 : steps_in_epoch % val_every == 0))
         validate(epoch, consumed, loss_value);
-      if (max_time > 0 && elapsed() >= max_time) {
-        run_.log("stopping: trainer.max_time (" + config::format_float(max_time) + " s) reached at step " +
+      if (max_time > 0 && any_rank(elapsed() >= max_time)) {
+        log_line("stopping: trainer.max_time (" + config::format_float(max_time) + " s) reached at step " +
                  std::to_string(step));
         stop = true;
       }
@@ -424,15 +467,16 @@ FitResult Trainer::fit() {
     const bool epoch_done = consumed >= batches;
     const TrainingState state = capture(epoch_done ? epoch + 1 : epoch, epoch_done ? 0 : consumed, result.last);
     if (!fast_dev_run) {
-      Checkpoint::save((ckpt_dir / "last.ckpt").string(), state);
+      if (writer) Checkpoint::save((ckpt_dir / "last.ckpt").string(), state);
       if (epoch_done && every_n_epochs > 0 && (epoch + 1) % every_n_epochs == 0)
-        Checkpoint::save((ckpt_dir / ("epoch=" + std::to_string(epoch + 1) + "-step=" + std::to_string(step) + ".ckpt")).string(),
+        if (writer) Checkpoint::save((ckpt_dir / ("epoch=" + std::to_string(epoch + 1) + "-step=" + std::to_string(step) + ".ckpt")).string(),
                          state);
     }
     if (step >= total_steps) break;
   }
-  if (skipped_steps > 0) run_.log(std::to_string(skipped_steps) + " steps skipped for non-finite losses");
+  if (skipped_steps > 0) log_line(std::to_string(skipped_steps) + " steps skipped for non-finite losses");
   progress.finish();
+  if (!writer) return result;
 
   nlohmann::json j;
   j["last"] = to_json(result.last);

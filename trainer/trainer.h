@@ -21,6 +21,7 @@
 #include "trainer/amp.h"
 #include "trainer/config/config.h"
 #include "trainer/device.h"
+#include "trainer/distributed.h"
 #include "trainer/run_directory.h"
 #include "trainer/task.h"
 
@@ -40,7 +41,11 @@ Metrics evaluate(Task& task, Split split, const at::Device& device, const AmpPol
 
 class Trainer {
  public:
-  Trainer(const config::Config& cfg, const RunDirectory& run, DeviceChoice device, AmpPolicy amp);
+  // With a process group, this is one rank of a data-parallel run: each rank trains on its slice
+  // of every global batch (batch_size items per rank; an incomplete last global batch is dropped),
+  // gradients are averaged, and only rank 0 writes logs, metrics, checkpoints and result.json.
+  Trainer(const config::Config& cfg, const RunDirectory& run, DeviceChoice device, AmpPolicy amp,
+          ProcessGroup* group = nullptr);
   FitResult fit();
 
  private:
@@ -48,6 +53,7 @@ class Trainer {
   const RunDirectory& run_;
   DeviceChoice device_;
   AmpPolicy amp_;
+  ProcessGroup* group_;
 };
 
 }  // namespace wavetrain

@@ -1,0 +1,48 @@
+// Data-parallel training on PyTorch's c10d (Gloo on CPU). DDP's Reducer is not usable from C++
+// here (its headers are not shipped), so wavetrain does what it does itself: parameters and
+// buffers are broadcast from rank 0 once, and after each backward the gradients are averaged with
+// an all-reduce over flat buckets (one collective per ~25 MiB instead of one per tensor).
+//
+// Every collective has a timeout, and Gloo fails at once when a peer's socket closes: a rank that
+// dies makes the others throw instead of hanging.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainer/distributed_env.h"
+
+namespace wavetrain {
+
+class ProcessGroup {
+ public:
+  // Joins the group: rank 0 serves the rendezvous store unless the launcher's agent already does.
+  ProcessGroup(const DistributedEnv& env, std::chrono::milliseconds timeout);
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // Overwrites `tensors` with rank 0's values.
+  void broadcast_from_rank0(const std::vector<at::Tensor>& tensors);
+  // Replaces every tensor with its mean over the ranks, in buckets of at most `bucket_bytes`.
+  void average(const std::vector<at::Tensor>& tensors, size_t bucket_bytes = 25u << 20);
+  void barrier();
+  // Shares a value through the rendezvous store (rank 0 publishes the run directory, say).
+  void set(const std::string& key, const std::string& value);
+  std::string get(const std::string& key);  // waits until the key is set, up to the timeout
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+}  // namespace wavetrain
