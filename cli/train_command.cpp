@@ -250,13 +250,24 @@ int run_train(const TrainOptions& opt) {
   }
   // Device and precision are decided before anything is written, so a run that cannot start
   // (bf16 on a GPU without it, cuda:3 on a 1-GPU machine) fails at once.
-  const DeviceChoice device = choose_device(DeviceRequest::parse(cfg.get_string("trainer.device", "auto")),
-                                            probe_availability());
+  DeviceChoice device = choose_device(DeviceRequest::parse(cfg.get_string("trainer.device", "auto")),
+                                      probe_availability());
   const AmpPolicy amp = resolve_amp_policy(parse_precision(cfg.get_string("trainer.precision", "32")),
                                            cfg.get_bool("trainer.amp_on_mps", false), device.device.type(),
                                            probe_amp_capabilities(device.device));
   std::unique_ptr<ProcessGroup> group;
-  if (dist) group = std::make_unique<ProcessGroup>(*dist, std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+  if (dist) {
+    // One GPU per local rank.
+    if (device.device.is_cuda()) {
+      const int count = probe_availability().cuda_device_count;
+      if (dist->local_rank >= count)
+        throw std::runtime_error("local rank " + std::to_string(dist->local_rank) + " has no GPU of its own (" +
+                                 std::to_string(count) + " visible)");
+      device.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(dist->local_rank));
+    }
+    group = std::make_unique<ProcessGroup>(*dist, std::chrono::duration_cast<std::chrono::milliseconds>(timeout),
+                                           device.device);
+  }
   // Rank 0 (or the only process) makes the run directory and tells the others where it is.
   // Resuming `last` or `best` continues in the run's own directory; a path starts a new one.
   const std::string resume = cfg.get_string("trainer.resume", "");

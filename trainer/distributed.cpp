@@ -7,11 +7,31 @@
 #include <map>
 #include <stdexcept>
 
+#include "wavetrain_build_config.h"
+
+#if defined(WAVETRAIN_WITH_CUDA)
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
 namespace wavetrain {
 
+// One backend is set. They are held by their own types: their common base differs between
+// LibTorch versions (c10d::ProcessGroup in 1.13, c10d::Backend from 2.0), and each() needs none.
 struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+#if defined(WAVETRAIN_WITH_CUDA)
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
+#endif
+  at::Device device{at::kCPU};  // where collective buffers must live (CUDA for NCCL)
+
+  template <class F>
+  void each(F&& f) {
+#if defined(WAVETRAIN_WITH_CUDA)
+    if (nccl) return f(*nccl);
+#endif
+    f(*gloo);
+  }
 };
 
 namespace {
@@ -25,7 +45,7 @@ namespace {
 
 }  // namespace
 
-ProcessGroup::ProcessGroup(const DistributedEnv& env, std::chrono::milliseconds timeout)
+ProcessGroup::ProcessGroup(const DistributedEnv& env, std::chrono::milliseconds timeout, const at::Device& device)
     : impl_(std::make_unique<Impl>()), rank_(env.rank), size_(env.world_size) {
   try {
     c10d::TCPStoreOptions options;
@@ -35,12 +55,23 @@ ProcessGroup::ProcessGroup(const DistributedEnv& env, std::chrono::milliseconds 
     options.waitWorkers = false;
     options.timeout = timeout;
     impl_->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+#if defined(WAVETRAIN_WITH_CUDA)
+    if (device.is_cuda()) {
+      auto nccl = c10d::ProcessGroupNCCL::Options::create();
+      nccl->timeout = timeout;
+      impl_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, env.rank, env.world_size, nccl);
+      impl_->device = device;
+      return;
+    }
+#else
+    if (device.is_cuda()) throw std::runtime_error("a CUDA device without CUDA in this LibTorch");
+#endif
     auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
     // Bind to the address the peers can reach: loopback for a single machine, else this host's.
     gloo->devices.push_back(env.master_addr == "127.0.0.1" || env.master_addr == "localhost"
                                 ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                                 : c10d::ProcessGroupGloo::createDefaultDevice());
-    impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, env.rank, env.world_size, gloo);
+    impl_->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, env.rank, env.world_size, gloo);
   } catch (const std::exception& e) {
     collective_failed("rendezvous", e);
   }
@@ -51,9 +82,10 @@ ProcessGroup::~ProcessGroup() = default;
 void ProcessGroup::broadcast_from_rank0(const std::vector<at::Tensor>& tensors) {
   try {
     for (const at::Tensor& t : tensors) {
-      std::vector<at::Tensor> one = {t.is_contiguous() ? t : t.contiguous()};
-      impl_->group->broadcast(one)->wait();
-      if (!t.is_contiguous()) t.copy_(one[0]);
+      const bool in_place = t.is_contiguous() && t.device() == impl_->device;
+      std::vector<at::Tensor> one = {in_place ? t : t.contiguous().to(impl_->device)};
+      impl_->each([&](auto& g) { g.broadcast(one)->wait(); });
+      if (!in_place) t.copy_(one[0]);
     }
   } catch (const std::exception& e) {
     collective_failed("broadcast", e);
@@ -75,8 +107,8 @@ void ProcessGroup::average(const std::vector<at::Tensor>& tensors, size_t bucket
         } while (end < list.size() && bytes + static_cast<size_t>(list[end].numel() * list[end].element_size()) <= bucket_bytes);
         std::vector<at::Tensor> flat_parts;
         for (size_t i = start; i < end; ++i) flat_parts.push_back(list[i].reshape({-1}));
-        std::vector<at::Tensor> bucket = {at::cat(flat_parts)};
-        impl_->group->allreduce(bucket)->wait();
+        std::vector<at::Tensor> bucket = {at::cat(flat_parts).to(impl_->device)};
+        impl_->each([&](auto& g) { g.allreduce(bucket)->wait(); });
         bucket[0].div_(size_);
         int64_t offset = 0;
         for (size_t i = start; i < end; ++i) {
@@ -111,7 +143,7 @@ std::string ProcessGroup::get(const std::string& key) {
 
 void ProcessGroup::barrier() {
   try {
-    impl_->group->barrier()->wait();
+    impl_->each([&](auto& g) { g.barrier()->wait(); });
   } catch (const std::exception& e) {
     collective_failed("barrier", e);
   }

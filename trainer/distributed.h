@@ -1,4 +1,5 @@
-// Data-parallel training on PyTorch's c10d (Gloo on CPU). DDP's Reducer is not usable from C++
+// Data-parallel training on PyTorch's c10d: Gloo on CPU, NCCL on CUDA (when this LibTorch has CUDA;
+// the NCCL path is compiled only then and was not run where this was written). DDP's Reducer is not usable from C++
 // here (its headers are not shipped), so wavetrain does what it does itself: parameters and
 // buffers are broadcast from rank 0 once, and after each backward the gradients are averaged with
 // an all-reduce over flat buckets (one collective per ~25 MiB instead of one per tensor).
@@ -21,7 +22,8 @@ namespace wavetrain {
 class ProcessGroup {
  public:
   // Joins the group: rank 0 serves the rendezvous store unless the launcher's agent already does.
-  ProcessGroup(const DistributedEnv& env, std::chrono::milliseconds timeout);
+  // `device` picks the backend: NCCL for a CUDA device, Gloo otherwise.
+  ProcessGroup(const DistributedEnv& env, std::chrono::milliseconds timeout, const at::Device& device);
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
