@@ -1,0 +1,137 @@
+// Audio losses; definitions in audio_losses.h.
+#include "losses/audio_losses.h"
+
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <tuple>
+
+namespace wavetrain::losses {
+namespace {
+
+// Autocast off for the duration (the same dispatch keys in every LibTorch version), and half or
+// bfloat16 inputs lifted to fp32: spectral losses are not accurate in 16 bits.
+struct Fp32Region {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast{c10::autocast_dispatch_keyset};
+};
+
+at::Tensor full_precision(const at::Tensor& x) {
+  const at::ScalarType t = x.scalar_type();
+  return (t == at::kHalf || t == at::kBFloat16) ? x.to(at::kFloat) : x;
+}
+
+void check_pair(const at::Tensor& pred, const at::Tensor& target, const char* what) {
+  if (!pred.sizes().equals(target.sizes()))
+    throw std::invalid_argument(std::string(what) + ": prediction " + c10::str(pred.sizes()) + " and target " +
+                                c10::str(target.sizes()) + " differ in shape");
+  if (pred.dim() < 1 || pred.size(-1) < 1) throw std::invalid_argument(std::string(what) + ": empty signal");
+}
+
+// Hann windows, made once per (length, device, dtype): the STFT runs every step. The window is
+// computed in float32 and then converted, as auraloss's is (its window buffer is created in the
+// default dtype): a float64 window moves float64 losses ~1e-9 away from auraloss's numbers.
+at::Tensor hann_window(int64_t length, const at::TensorOptions& options) {
+  static std::mutex mutex;
+  static std::map<std::tuple<int64_t, std::string, at::ScalarType>, at::Tensor> cache;
+  const auto key = std::make_tuple(length, options.device().str(), c10::typeMetaToScalarType(options.dtype()));
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  return cache[key] = at::hann_window(length, /*periodic=*/true, options.dtype(at::kFloat)).to(options.dtype());
+}
+
+// Per-item mean over everything but the batch dimension.
+at::Tensor per_item_mean(const at::Tensor& x) { return x.reshape({x.size(0), -1}).mean(1); }
+
+}  // namespace
+
+at::Tensor mse(const at::Tensor& pred, const at::Tensor& target) {
+  check_pair(pred, target, "mse");
+  Fp32Region fp32;
+  return (full_precision(pred) - full_precision(target)).square().mean();
+}
+
+at::Tensor esr(const at::Tensor& pred, const at::Tensor& target) {
+  check_pair(pred, target, "esr");
+  Fp32Region fp32;
+  const at::Tensor p = full_precision(pred), t = full_precision(target);
+  const at::Tensor error = per_item_mean((p - t).square());
+  const at::Tensor power = per_item_mean(t.square()).clamp_min(1e-8);  // a silent target stays finite
+  return (error / power).mean();
+}
+
+at::Tensor dc_loss(const at::Tensor& pred, const at::Tensor& target) {
+  check_pair(pred, target, "dc_loss");
+  Fp32Region fp32;
+  return (per_item_mean(full_precision(pred)) - per_item_mean(full_precision(target))).square().mean();
+}
+
+at::Tensor pre_emphasis(const at::Tensor& x, double coefficient) {
+  const int64_t n = x.size(-1);
+  if (n < 2) throw std::invalid_argument("pre_emphasis: a signal needs at least 2 samples");
+  return x.narrow(-1, 1, n - 1) - coefficient * x.narrow(-1, 0, n - 1);
+}
+
+StftLossTerms stft_loss(const at::Tensor& pred, const at::Tensor& target, const StftLossOptions& o) {
+  check_pair(pred, target, "stft_loss");
+  if (o.win_length > o.fft_size) throw std::invalid_argument("stft_loss: win_length is larger than fft_size");
+  Fp32Region fp32;
+  const at::Tensor p = full_precision(pred), t = full_precision(target);
+  const int64_t samples = p.size(-1);
+  // One STFT for prediction and target together: [2 * items, samples].
+  const at::Tensor both = at::cat({p.reshape({-1, samples}), t.reshape({-1, samples})}, 0);
+  const at::Tensor window = hann_window(o.win_length, both.options());
+  const at::Tensor spec = at::stft(both, o.fft_size, o.hop_size, o.win_length, window, /*center=*/true,
+                                   /*pad_mode=*/"reflect", /*normalized=*/false, /*onesided=*/true,
+                                   /*return_complex=*/true);
+  const at::Tensor re = at::real(spec), im = at::imag(spec);
+  const at::Tensor mag = (re.square() + im.square()).clamp_min(o.eps).sqrt();
+  const int64_t items = mag.size(0) / 2;
+  const at::Tensor x_mag = mag.narrow(0, 0, items), y_mag = mag.narrow(0, items, items);
+
+  StftLossTerms terms;
+  at::Tensor loss = at::zeros({}, mag.options());
+  if (o.w_sc != 0) {
+    terms.sc = at::frobenius_norm(y_mag - x_mag) / at::frobenius_norm(y_mag);
+    loss = loss + o.w_sc * terms.sc;
+  }
+  if (o.w_log_mag != 0) {
+    terms.log_mag = (x_mag.log() - y_mag.log()).abs().mean();
+    loss = loss + o.w_log_mag * terms.log_mag;
+  }
+  if (o.w_lin_mag != 0) {
+    terms.lin_mag = (x_mag - y_mag).abs().mean();
+    loss = loss + o.w_lin_mag * terms.lin_mag;
+  }
+  if (o.w_phs != 0) {  // only here: the phase needs atan2, which not every backend has
+    const at::Tensor phase = at::atan2(im, re);
+    terms.phase = (phase.narrow(0, 0, items) - phase.narrow(0, items, items)).square().mean();
+    loss = loss + o.w_phs * terms.phase;
+  }
+  terms.loss = loss;
+  return terms;
+}
+
+MultiResolutionStftLoss::MultiResolutionStftLoss()
+    : MultiResolutionStftLoss({{1024, 120, 600}, {2048, 240, 1200}, {512, 50, 240}}) {}
+
+MultiResolutionStftLoss::MultiResolutionStftLoss(std::vector<StftLossOptions> resolutions)
+    : resolutions_(std::move(resolutions)) {
+  if (resolutions_.empty()) throw std::invalid_argument("MultiResolutionStftLoss: no resolution given");
+}
+
+std::vector<StftLossTerms> MultiResolutionStftLoss::terms(const at::Tensor& pred, const at::Tensor& target) const {
+  std::vector<StftLossTerms> out;
+  for (const StftLossOptions& r : resolutions_) out.push_back(stft_loss(pred, target, r));
+  return out;
+}
+
+at::Tensor MultiResolutionStftLoss::operator()(const at::Tensor& pred, const at::Tensor& target) const {
+  at::Tensor sum;
+  for (const StftLossTerms& t : terms(pred, target)) sum = sum.defined() ? sum + t.loss : t.loss;
+  return sum / static_cast<double>(resolutions_.size());
+}
+
+}  // namespace wavetrain::losses

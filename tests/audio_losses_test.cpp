@@ -1,0 +1,109 @@
+// Audio losses against auraloss (csteinmetz1/auraloss at 0853e9e) and the NAM trainer's ESR/MSE,
+// using the reference vectors in tests/data/reference/mrstft_vectors.{json,h5} (copied from
+// shared/reference; computed on CPU with PyTorch 1.13): inputs 2x1x8192, float32 and float64.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "losses/audio_losses.h"
+
+namespace wavetrain::losses {
+namespace {
+
+const std::string kDir = std::string(WAVETRAIN_TEST_DATA) + "/reference/";
+
+at::Tensor read_h5(const std::string& name) {
+  const hid_t file = H5Fopen((kDir + "mrstft_vectors.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  const hid_t data = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
+  const hid_t space = H5Dget_space(data);
+  hsize_t dims[8] = {};
+  const int rank = H5Sget_simple_extent_ndims(space);
+  H5Sget_simple_extent_dims(space, dims, nullptr);
+  at::Tensor t = at::empty(std::vector<int64_t>(dims, dims + rank), at::kDouble);
+  const herr_t status = H5Dread(data, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data_ptr<double>());
+  H5Sclose(space);
+  H5Dclose(data);
+  H5Fclose(file);
+  EXPECT_GE(status, 0) << name;
+  return t;
+}
+
+const nlohmann::json& reference() {
+  static const nlohmann::json j = [] {
+    std::ifstream in(kDir + "mrstft_vectors.json");
+    return nlohmann::json::parse(in);
+  }();
+  return j;
+}
+
+struct Case {
+  std::string input;  // randn or close
+  at::ScalarType dtype;
+  double tolerance;   // relative
+  std::string name() const { return input + (dtype == at::kFloat ? "_f32" : "_f64"); }
+};
+
+class AudioLossReference : public ::testing::TestWithParam<Case> {};
+
+#define EXPECT_REL(actual, expected, tol) EXPECT_NEAR(actual, expected, (tol) * std::max(1.0, std::abs(expected)))
+
+TEST_P(AudioLossReference, MatchesAuralossAndNam) {
+  const Case c = GetParam();
+  const nlohmann::json& ref = reference()["cases"][c.name()];
+  const at::Tensor pred = read_h5(c.input + "_pred").to(c.dtype), target = read_h5(c.input + "_target").to(c.dtype);
+
+  const MultiResolutionStftLoss mrstft;
+  EXPECT_REL(mrstft(pred, target).item<double>(), ref["mrstft"].get<double>(), c.tolerance);
+  const std::vector<StftLossTerms> terms = mrstft.terms(pred, target);
+  const char* names[] = {"fft1024_hop120_win600", "fft2048_hop240_win1200", "fft512_hop50_win240"};
+  for (size_t r = 0; r < 3; ++r) {
+    EXPECT_REL(terms[r].sc.item<double>(), ref["mrstft_full_sc_per_res"][r].get<double>(), c.tolerance) << r;
+    EXPECT_REL(terms[r].log_mag.item<double>(), ref["mrstft_full_logmag_per_res"][r].get<double>(), c.tolerance) << r;
+    EXPECT_REL(terms[r].loss.item<double>(), ref["stft_single_res"][names[r]]["loss"].get<double>(), c.tolerance) << r;
+  }
+  EXPECT_REL(stft_loss(pred, target).loss.item<double>(), ref["stftloss_default_1024_256_1024"].get<double>(), c.tolerance);
+  EXPECT_REL(esr(pred, target).item<double>(), ref["esr_nam"].get<double>(), c.tolerance);
+  EXPECT_REL(mse(pred, target).item<double>(), ref["mse"].get<double>(), c.tolerance);
+  const at::Tensor pre_mrstft = mrstft(pre_emphasis(pred, 0.85), pre_emphasis(target, 0.85));
+  EXPECT_REL(pre_mrstft.item<double>(), ref["pre_emph_0.85_mrstft"].get<double>(), c.tolerance);
+  EXPECT_REL((mse(pred, target) + 2e-4 * pre_mrstft).item<double>(),
+             ref["nam_train_loss_mse_plus_2e-4_preemph_mrstft"].get<double>(), c.tolerance);
+
+  // The gradient of the MRSTFT loss with respect to the prediction.
+  const at::Tensor p = pred.clone().requires_grad_(true);
+  mrstft(p, target).backward();
+  const at::Tensor expected = read_h5(c.name() + "_grad_pred").to(c.dtype);
+  EXPECT_REL(p.grad().norm().item<double>(), ref["grad_pred_l2norm"].get<double>(), c.tolerance * 10);
+  EXPECT_LE((p.grad() - expected).abs().max().item<double>(), c.tolerance * 10 * expected.abs().max().item<double>());
+}
+
+INSTANTIATE_TEST_SUITE_P(Reference, AudioLossReference,
+                         ::testing::Values(Case{"randn", at::kFloat, 2e-5}, Case{"randn", at::kDouble, 1e-10},
+                                           Case{"close", at::kFloat, 2e-5}, Case{"close", at::kDouble, 1e-10}),
+                         [](const auto& info) { return info.param.name(); });
+
+TEST(AudioLosses, InvariantsAndErrors) {
+  at::manual_seed(0);
+  const at::Tensor t = at::randn({3, 1, 4096});
+  EXPECT_EQ(esr(t, t).item<double>(), 0.0);
+  EXPECT_EQ(MultiResolutionStftLoss()(t, t).item<double>(), 0.0);
+  EXPECT_NEAR(esr(at::zeros_like(t), t).item<double>(), 1.0, 1e-6);  // predicting silence: ESR 1
+  const at::Tensor silent = at::zeros({1, 1, 512});
+  EXPECT_TRUE(std::isfinite(esr(at::ones({1, 1, 512}), silent).item<double>()));
+  EXPECT_NEAR(dc_loss(t + 0.5, t).item<double>(), 0.25, 1e-6);
+  EXPECT_TRUE(at::allclose(pre_emphasis(at::tensor({1.0, 2.0, 4.0}), 0.5), at::tensor({1.5, 3.0})));
+  EXPECT_THROW(mse(t, t.narrow(-1, 0, 100)), std::invalid_argument);
+  // Under bf16 autocast the loss is still computed (and returned) in fp32.
+  const at::Tensor bf = t.to(at::kBFloat16);
+  EXPECT_EQ(MultiResolutionStftLoss()(bf, t.to(at::kBFloat16)).scalar_type(), at::kFloat);
+  // The phase term appears only when weighted.
+  StftLossOptions with_phase;
+  with_phase.w_phs = 1.0;
+  EXPECT_FALSE(stft_loss(t, t * 0.9).phase.defined());
+  EXPECT_TRUE(stft_loss(t, t * 0.9, with_phase).phase.defined());
+}
+
+}  // namespace
+}  // namespace wavetrain::losses
