@@ -22,7 +22,8 @@ at::Tensor esr(const at::Tensor& pred, const at::Tensor& target);
 at::Tensor dc_loss(const at::Tensor& pred, const at::Tensor& target);
 at::Tensor pre_emphasis(const at::Tensor& x, double coefficient);
 
-// auraloss's STFTLoss: a centred, reflect-padded STFT with a Hann window; magnitude
+// auraloss's STFTLoss: a centred, reflect-padded STFT with a Hann window (cached per length, device
+// and dtype); magnitude
 // sqrt(clamp(re^2 + im^2, eps)); spectral convergence ||Y - X||_F / ||Y||_F over the whole batch;
 // log-magnitude L1; linear-magnitude L1; phase MSE (atan2), computed only when its weight is > 0.
 struct StftLossOptions {
