@@ -135,4 +135,40 @@ at::Tensor MultiResolutionStftLoss::operator()(const at::Tensor& pred, const at:
   return sum / static_cast<double>(resolutions_.size());
 }
 
+CombinedLoss::CombinedLoss(const std::vector<std::pair<std::string, double>>& terms) {
+  for (const auto& [name, value] : terms) {
+    if (name == "pre_emphasis") {
+      if (!(value >= 0.0 && value < 1.0))
+        throw std::invalid_argument("loss.pre_emphasis=" + std::to_string(value) + ": the coefficient must be in [0, 1)");
+      pre_emphasis_ = value;
+      continue;
+    }
+    if (value < 0.0) throw std::invalid_argument("loss." + name + "=" + std::to_string(value) + ": a weight must be >= 0");
+    if (name == "mse") mse_ = value;
+    else if (name == "esr") esr_ = value;
+    else if (name == "dc") dc_ = value;
+    else if (name == "mrstft") mrstft_ = value;
+    else throw std::invalid_argument("loss." + name + " is not a loss term. Known: mse, esr, dc, mrstft, pre_emphasis");
+  }
+  if (mse_ == 0 && esr_ == 0 && dc_ == 0 && mrstft_ == 0)
+    throw std::invalid_argument("loss: every weight is 0; give at least one of mse, esr, dc, mrstft");
+}
+
+at::Tensor CombinedLoss::operator()(const at::Tensor& pred, const at::Tensor& target,
+                                    std::vector<std::pair<std::string, double>>* parts) const {
+  at::Tensor total;
+  auto add = [&](const char* name, double weight, const at::Tensor& value) {
+    total = total.defined() ? total + weight * value : weight * value;
+    if (parts) parts->emplace_back(name, value.item<double>());
+  };
+  if (mse_ != 0) add("mse", mse_, mse(pred, target));
+  if (esr_ != 0) add("esr", esr_, esr(pred, target));
+  if (dc_ != 0) add("dc", dc_, dc_loss(pred, target));
+  if (mrstft_ != 0) {
+    if (pre_emphasis_ != 0) add("mrstft", mrstft_, mrstft_loss_(pre_emphasis(pred, pre_emphasis_), pre_emphasis(target, pre_emphasis_)));
+    else add("mrstft", mrstft_, mrstft_loss_(pred, target));
+  }
+  return total;
+}
+
 }  // namespace wavetrain::losses

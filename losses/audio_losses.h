@@ -13,6 +13,8 @@
 
 #include <ATen/ATen.h>
 
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace wavetrain::losses {
@@ -60,6 +62,25 @@ class MultiResolutionStftLoss {
 
  private:
   std::vector<StftLossOptions> resolutions_;
+};
+
+// A weighted sum of the losses above, built from name: weight pairs as a config gives them, e.g.
+// {mse: 1.0, mrstft: 2.0e-4, pre_emphasis: 0.85} (NAM's WaveNet training loss). Names: mse, esr,
+// dc, mrstft; `pre_emphasis` is not a weight but the coefficient applied to both signals before
+// the MRSTFT term only, as NAM does. Zero weights are skipped (no work is done for them).
+class CombinedLoss {
+ public:
+  // Throws std::invalid_argument naming an unknown term (and listing the known ones) or a negative weight.
+  explicit CombinedLoss(const std::vector<std::pair<std::string, double>>& terms);
+
+  // The total, and each weighted term's unweighted value in `parts` ("mse", "mrstft", ...) when given.
+  at::Tensor operator()(const at::Tensor& pred, const at::Tensor& target,
+                        std::vector<std::pair<std::string, double>>* parts = nullptr) const;
+
+ private:
+  double mse_ = 0, esr_ = 0, dc_ = 0, mrstft_ = 0;
+  double pre_emphasis_ = 0;  // 0: none
+  MultiResolutionStftLoss mrstft_loss_;
 };
 
 }  // namespace wavetrain::losses

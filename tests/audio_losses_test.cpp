@@ -71,6 +71,14 @@ TEST_P(AudioLossReference, MatchesAuralossAndNam) {
   EXPECT_REL((mse(pred, target) + 2e-4 * pre_mrstft).item<double>(),
              ref["nam_train_loss_mse_plus_2e-4_preemph_mrstft"].get<double>(), c.tolerance);
 
+  const CombinedLoss nam({{"mse", 1.0}, {"mrstft", 2e-4}, {"pre_emphasis", 0.85}});
+  std::vector<std::pair<std::string, double>> parts;
+  EXPECT_REL(nam(pred, target, &parts).item<double>(), ref["nam_train_loss_mse_plus_2e-4_preemph_mrstft"].get<double>(),
+             c.tolerance);
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[1].first, "mrstft");
+  EXPECT_REL(parts[1].second, ref["pre_emph_0.85_mrstft"].get<double>(), c.tolerance);
+
   // The gradient of the MRSTFT loss with respect to the prediction.
   const at::Tensor p = pred.clone().requires_grad_(true);
   mrstft(p, target).backward();
@@ -98,6 +106,16 @@ TEST(AudioLosses, InvariantsAndErrors) {
   // Under bf16 autocast the loss is still computed (and returned) in fp32.
   const at::Tensor bf = t.to(at::kBFloat16);
   EXPECT_EQ(MultiResolutionStftLoss()(bf, t.to(at::kBFloat16)).scalar_type(), at::kFloat);
+  EXPECT_THROW(CombinedLoss({{"l1", 1.0}}), std::invalid_argument);
+  EXPECT_THROW(CombinedLoss({{"mse", -1.0}}), std::invalid_argument);
+  EXPECT_THROW(CombinedLoss({{"pre_emphasis", 0.85}}), std::invalid_argument);  // no weighted term at all
+  try {
+    CombinedLoss({{"msr", 1.0}});
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "loss.msr is not a loss term. Known: mse, esr, dc, mrstft, pre_emphasis");
+  }
+  EXPECT_NEAR(CombinedLoss({{"esr", 2.0}, {"dc", 1.0}})(at::zeros_like(t), t).item<double>(),
+              2.0 * esr(at::zeros_like(t), t).item<double>() + dc_loss(at::zeros_like(t), t).item<double>(), 1e-6);  // fp32
   // The phase term appears only when weighted.
   StftLossOptions with_phase;
   with_phase.w_phs = 1.0;
