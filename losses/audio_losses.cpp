@@ -3,6 +3,8 @@
 
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -40,6 +42,28 @@ at::Tensor hann_window(int64_t length, const at::TensorOptions& options) {
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   return cache[key] = at::hann_window(length, /*periodic=*/true, options.dtype(at::kFloat)).to(options.dtype());
+}
+
+// Slaney's mel scale: linear (3 mel per 200 Hz) up to 1 kHz, logarithmic above.
+double hz_to_mel(double hz) {
+  const double min_log_hz = 1000.0, min_log_mel = 15.0, log_step = std::log(6.4) / 27.0;
+  return hz < min_log_hz ? 3.0 * hz / 200.0 : min_log_mel + std::log(hz / min_log_hz) / log_step;
+}
+double mel_to_hz(double mel) {
+  const double min_log_hz = 1000.0, min_log_mel = 15.0, log_step = std::log(6.4) / 27.0;
+  return mel < min_log_mel ? 200.0 * mel / 3.0 : min_log_hz * std::exp(log_step * (mel - min_log_mel));
+}
+
+// Filterbanks cached per (fft size, bins, rate, device, dtype), like the windows.
+at::Tensor cached_filterbank(const StftLossOptions& o, const at::TensorOptions& options) {
+  static std::mutex mutex;
+  static std::map<std::tuple<int64_t, int64_t, double, std::string, at::ScalarType>, at::Tensor> cache;
+  const auto key = std::make_tuple(o.fft_size, o.mel_bins, o.sample_rate, options.device().str(),
+                                   c10::typeMetaToScalarType(options.dtype()));
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  return cache[key] = mel_filterbank(o.fft_size, o.mel_bins, o.sample_rate).to(options);
 }
 
 // Per-item mean over everything but the batch dimension.
@@ -89,7 +113,12 @@ StftLossTerms stft_loss(const at::Tensor& pred, const at::Tensor& target, const 
   };
   const at::Tensor xs = spectrum(p), ys = spectrum(t);
   auto magnitude = [&](const at::Tensor& s) { return (at::real(s).square() + at::imag(s).square()).clamp_min(o.eps).sqrt(); };
-  const at::Tensor x_mag = magnitude(xs), y_mag = magnitude(ys);
+  at::Tensor x_mag = magnitude(xs), y_mag = magnitude(ys);
+  if (o.mel_bins > 0) {
+    const at::Tensor fb = cached_filterbank(o, x_mag.options());
+    x_mag = at::matmul(fb, x_mag);
+    y_mag = at::matmul(fb, y_mag);
+  }
   const int64_t items = x_mag.size(0);
   const at::Tensor spec = at::cat({xs, ys}, 0), re = at::real(spec), im = at::imag(spec);
   StftLossTerms terms;
@@ -113,6 +142,30 @@ StftLossTerms stft_loss(const at::Tensor& pred, const at::Tensor& target, const 
   }
   terms.loss = loss;
   return terms;
+}
+
+at::Tensor mel_filterbank(int64_t fft_size, int64_t n_mels, double sample_rate, double f_min, double f_max) {
+  if (fft_size < 2 || n_mels < 1 || !(sample_rate > 0))
+    throw std::invalid_argument("mel_filterbank: needs fft_size >= 2, n_mels >= 1 and a positive sample_rate");
+  if (f_max <= 0) f_max = sample_rate / 2.0;
+  const int64_t n_freqs = fft_size / 2 + 1;
+  std::vector<double> mel_hz(static_cast<size_t>(n_mels + 2));
+  const double lo = hz_to_mel(f_min), hi = hz_to_mel(f_max);
+  for (int64_t i = 0; i < n_mels + 2; ++i)
+    mel_hz[static_cast<size_t>(i)] = mel_to_hz(lo + (hi - lo) * static_cast<double>(i) / static_cast<double>(n_mels + 1));
+  at::Tensor fb = at::zeros({n_mels, n_freqs}, at::kDouble);
+  double* w = fb.data_ptr<double>();
+  for (int64_t m = 0; m < n_mels; ++m) {
+    const double left = mel_hz[static_cast<size_t>(m)], centre = mel_hz[static_cast<size_t>(m + 1)],
+                 right = mel_hz[static_cast<size_t>(m + 2)];
+    const double area = 2.0 / (right - left);  // Slaney normalisation: every filter has unit area
+    for (int64_t k = 0; k < n_freqs; ++k) {
+      const double f = sample_rate / 2.0 * static_cast<double>(k) / static_cast<double>(n_freqs - 1);
+      const double rise = (f - left) / (centre - left), fall = (right - f) / (right - centre);
+      w[m * n_freqs + k] = std::max(0.0, std::min(rise, fall)) * area;
+    }
+  }
+  return fb;
 }
 
 MultiResolutionStftLoss::MultiResolutionStftLoss()

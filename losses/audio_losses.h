@@ -37,6 +37,10 @@ struct StftLossOptions {
   double w_lin_mag = 0.0;
   double w_phs = 0.0;
   double eps = 1e-8;
+  // Mel-scaled variant (auraloss's MelSTFTLoss): magnitudes pass through `mel_bins` Slaney mel
+  // filters (librosa's defaults) for `sample_rate` before the loss terms; 0 = linear frequency.
+  int64_t mel_bins = 0;
+  double sample_rate = 0;
 };
 
 struct StftLossTerms {
@@ -48,6 +52,11 @@ struct StftLossTerms {
 };
 
 StftLossTerms stft_loss(const at::Tensor& pred, const at::Tensor& target, const StftLossOptions& options = {});
+
+// Slaney-style mel filterbank (librosa.filters.mel with htk=False, norm="slaney"), float64,
+// [n_mels, fft_size / 2 + 1]: triangles between mel points spaced evenly on the Slaney scale
+// (linear below 1 kHz, logarithmic above), each scaled to unit area (2 / bandwidth in Hz).
+at::Tensor mel_filterbank(int64_t fft_size, int64_t n_mels, double sample_rate, double f_min = 0.0, double f_max = -1.0);
 
 // auraloss's MultiResolutionSTFTLoss: the mean of STFT losses over resolutions, by default
 // fft [1024, 2048, 512], hop [120, 240, 50], window [600, 1200, 240].

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
+#include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "losses/audio_losses.h"
@@ -91,6 +93,45 @@ INSTANTIATE_TEST_SUITE_P(Reference, AudioLossReference,
                          ::testing::Values(Case{"randn", at::kFloat, 2e-5}, Case{"randn", at::kDouble, 1e-10},
                                            Case{"close", at::kFloat, 2e-5}, Case{"close", at::kDouble, 1e-10}),
                          [](const auto& info) { return info.param.name(); });
+
+TEST(AudioLosses, MelFilterbankMatchesTorchaudio) {
+  FILE* pipe = popen((std::string(WAVETRAIN_TEST_PYTHON) + " " + WAVETRAIN_TEST_DATA +
+                      "/../python/mel_filterbanks.py 2>/dev/null").c_str(), "r");
+  std::string out;
+  char buf[1 << 16];
+  size_t n;
+  while (pipe && (n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
+  if (pipe) pclose(pipe);
+  if (out.empty()) GTEST_SKIP() << WAVETRAIN_TEST_PYTHON << " cannot import torchaudio: install Debian's python3-torchaudio";
+  std::istringstream lines(out);
+  int cases = 0;
+  for (std::string line; std::getline(lines, line); ++cases) {
+    std::istringstream in(line);
+    int64_t fft, mels;
+    double rate;
+    in >> fft >> mels >> rate;
+    std::vector<double> expected;
+    for (double v; in >> v;) expected.push_back(v);
+    const at::Tensor fb = mel_filterbank(fft, mels, rate);
+    ASSERT_EQ(static_cast<size_t>(fb.numel()), expected.size()) << line.substr(0, 30);
+    const at::Tensor ref = at::tensor(expected, at::kDouble).view_as(fb);
+    // torchaudio builds it in float32: agreement to float32 precision (1e-5 of the peak) is the bound.
+    EXPECT_LE((fb - ref).abs().max().item<double>(), 1e-5 * ref.abs().max().item<double>()) << fft << " " << mels;
+  }
+  EXPECT_EQ(cases, 3);
+}
+
+TEST(AudioLosses, MelStftLossUsesTheFilterbank) {
+  at::manual_seed(1);
+  const at::Tensor t = at::randn({2, 1, 8192}), p = t + 0.1 * at::randn({2, 1, 8192});
+  StftLossOptions mel;
+  mel.mel_bins = 64;
+  mel.sample_rate = 48000;
+  const StftLossTerms a = stft_loss(p, t, mel), b = stft_loss(p, t);
+  EXPECT_TRUE(std::isfinite(a.loss.item<double>()));
+  EXPECT_NE(a.loss.item<double>(), b.loss.item<double>());
+  EXPECT_EQ(stft_loss(t, t, mel).loss.item<double>(), 0.0);
+}
 
 TEST(AudioLosses, InvariantsAndErrors) {
   at::manual_seed(0);
