@@ -271,6 +271,16 @@ int run_train(const TrainOptions& opt) {
   // Rank 0 (or the only process) makes the run directory and tells the others where it is.
   // Resuming `last` or `best` continues in the run's own directory; a path starts a new one.
   const std::string resume = cfg.get_string("trainer.resume", "");
+  // trainer.cuda_memory_fraction caps the CUDA caching allocator (1.0 = no cap); elsewhere it is ignored.
+  const double memory_fraction = cfg.get_float("trainer.cuda_memory_fraction", 1.0);
+  std::string memory_warning;
+  try {
+    memory_warning = check_cuda_memory_fraction(memory_fraction, device.device);
+  } catch (const DeviceError& e) {
+    throw config::ConfigError(std::string("trainer.cuda_memory_fraction: ") + e.what());
+  }
+  if (!memory_warning.empty()) device.warnings.push_back(memory_warning);
+  apply_cuda_memory_fraction(memory_fraction, device.device);
   const RunDirectory run = [&] {
     if (group && group->rank() != 0) return RunDirectory::attach(group->get("wavetrain/run_dir"));
     RunDirectory r = resume == "last" || resume == "best" ? RunDirectory::open_existing(cfg.get_string("run.dir"))

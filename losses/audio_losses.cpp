@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
+#include <string>
 #include <mutex>
 #include <stdexcept>
 #include <tuple>
@@ -31,17 +33,24 @@ void check_pair(const at::Tensor& pred, const at::Tensor& target, const char* wh
   if (pred.dim() < 1 || pred.size(-1) < 1) throw std::invalid_argument(std::string(what) + ": empty signal");
 }
 
-// Hann windows, made once per (length, device, dtype): the STFT runs every step. The window is
-// computed in float32 and then converted, as auraloss's is (its window buffer is created in the
-// default dtype): a float64 window moves float64 losses ~1e-9 away from auraloss's numbers.
-at::Tensor hann_window(int64_t length, const at::TensorOptions& options) {
+// Constant tensors of the STFT losses (windows, mel filterbanks), made once per description,
+// device and dtype: the losses run every step.
+at::Tensor cached_constant(const std::string& what, const at::TensorOptions& options,
+                           const std::function<at::Tensor()>& make) {
   static std::mutex mutex;
-  static std::map<std::tuple<int64_t, std::string, at::ScalarType>, at::Tensor> cache;
-  const auto key = std::make_tuple(length, options.device().str(), c10::typeMetaToScalarType(options.dtype()));
+  static std::map<std::string, at::Tensor> cache;
+  const std::string key = what + "|" + options.device().str() + "|" + std::string(options.dtype().name());
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  return cache[key] = at::hann_window(length, /*periodic=*/true, options.dtype(at::kFloat)).to(options.dtype());
+  return cache[key] = make().to(options);
+}
+
+// The Hann window is computed in float32 and then converted, as auraloss's is (its window buffer is
+// created in the default dtype): a float64 window moves float64 losses ~1e-9 away from auraloss's.
+at::Tensor hann_window(int64_t length, const at::TensorOptions& options) {
+  return cached_constant("hann " + std::to_string(length), options,
+                         [&] { return at::hann_window(length, /*periodic=*/true, at::TensorOptions().dtype(at::kFloat)); });
 }
 
 // Slaney's mel scale: linear (3 mel per 200 Hz) up to 1 kHz, logarithmic above.
@@ -54,16 +63,10 @@ double mel_to_hz(double mel) {
   return mel < min_log_mel ? 200.0 * mel / 3.0 : min_log_hz * std::exp(log_step * (mel - min_log_mel));
 }
 
-// Filterbanks cached per (fft size, bins, rate, device, dtype), like the windows.
 at::Tensor cached_filterbank(const StftLossOptions& o, const at::TensorOptions& options) {
-  static std::mutex mutex;
-  static std::map<std::tuple<int64_t, int64_t, double, std::string, at::ScalarType>, at::Tensor> cache;
-  const auto key = std::make_tuple(o.fft_size, o.mel_bins, o.sample_rate, options.device().str(),
-                                   c10::typeMetaToScalarType(options.dtype()));
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  return cache[key] = mel_filterbank(o.fft_size, o.mel_bins, o.sample_rate).to(options);
+  return cached_constant("mel " + std::to_string(o.fft_size) + " " + std::to_string(o.mel_bins) + " " +
+                             std::to_string(o.sample_rate),
+                         options, [&] { return mel_filterbank(o.fft_size, o.mel_bins, o.sample_rate); });
 }
 
 // Per-item mean over everything but the batch dimension.

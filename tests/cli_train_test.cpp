@@ -122,6 +122,20 @@ TEST(CliTrain, DeviceAndPrecisionAreRecordedWithTheirWarnings) {
   EXPECT_FALSE(fs::exists(bad_dir / "r2"));  // nothing written for a run that cannot start
 }
 
+TEST(CliTrain, CudaMemoryFractionIsCheckedAndIgnoredOffCuda) {
+  const fs::path dir = fresh("memfrac");
+  const Result ok = wavetrain_in(dir, "train task=toy_regression trainer.max_epochs=1 trainer.device=cpu "
+                                      "trainer.cuda_memory_fraction=0.5 run.dir=r");
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.err.find("warning: a CUDA memory fraction was set but the device is cpu; it is ignored"),
+            std::string::npos)
+      << ok.err;
+  const Result bad = wavetrain_in(dir, "train task=toy_regression trainer.cuda_memory_fraction=2 run.dir=r2");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.err, "wavetrain: error: trainer.cuda_memory_fraction: CUDA memory fraction must be in (0, 1], got 2\n");
+  EXPECT_FALSE(fs::exists(dir / "r2"));
+}
+
 TEST(CliTrain, MultirunOnToyRegressionWithAFailingJobAndResume) {
   // hidden=0 is refused by the task, so job 1 fails while jobs 0 and 2 train.
   const fs::path dir = fresh("multirun");

@@ -122,17 +122,6 @@ TEST(CudaMemoryFraction, ValidatesRangeAndWarnsOffCuda) {
   EXPECT_NO_THROW(apply_cuda_memory_fraction(0.5, cpu));  // off CUDA: checked, then left alone
 }
 
-TEST(DataParallel, OnlyForSeveralCudaDevices) {
-  const c10::Device cpu(c10::DeviceType::CPU), mps(c10::DeviceType::MPS), cuda0(c10::DeviceType::CUDA, 0),
-      cuda1(c10::DeviceType::CUDA, 1);
-  EXPECT_FALSE(use_data_parallel({}));
-  EXPECT_FALSE(use_data_parallel({cuda0}));
-  EXPECT_TRUE(use_data_parallel({cuda0, cuda1}));
-  EXPECT_FALSE(use_data_parallel({cpu, cpu}));
-  EXPECT_FALSE(use_data_parallel({mps, mps}));
-  EXPECT_FALSE(use_data_parallel({cuda0, cpu}));
-}
-
 TEST(Probe, ThisMachineHasCpuAndAutoPicksWhatIsAvailable) {
   const Availability a = probe_availability();
   EXPECT_FALSE(a.torch_version.empty());

@@ -157,13 +157,6 @@ std::vector<BackendInfo> describe_backends(const Availability& a) {
   return rows;
 }
 
-bool use_data_parallel(const std::vector<c10::Device>& devices) {
-  if (devices.size() < 2) return false;
-  for (const c10::Device& d : devices)
-    if (!d.is_cuda()) return false;
-  return true;
-}
-
 std::string check_cuda_memory_fraction(double fraction, const c10::Device& device) {
   if (!(fraction > 0.0 && fraction <= 1.0)) {
     std::ostringstream msg;

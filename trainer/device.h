@@ -60,10 +60,6 @@ struct BackendInfo {
 
 std::vector<BackendInfo> describe_backends(const Availability& available);
 
-// Whether to replicate the model with torch::nn::parallel::data_parallel: only for more than one
-// CUDA device; never on CPU or MPS, where it would only add copies.
-bool use_data_parallel(const std::vector<c10::Device>& devices);
-
 // Validates a fraction for the CUDA caching allocator; returns the warning to print when the
 // device is not CUDA (the option is then ignored). Throws DeviceError for a fraction outside (0, 1].
 std::string check_cuda_memory_fraction(double fraction, const c10::Device& device);

@@ -440,11 +440,4 @@ Value from_state_dict(const StateDict& sd) {
   return Value::ordered_dict(std::move(entries));
 }
 
-StateDict consume_prefix(StateDict sd, const std::string& prefix) {
-  for (auto& entry : sd) {
-    if (entry.first.rfind(prefix, 0) == 0) entry.first.erase(0, prefix.size());
-  }
-  return sd;
-}
-
 }  // namespace wavetrain::serialization

@@ -54,9 +54,5 @@ StateDict to_state_dict(const Value& v, const std::string& source);
 // An OrderedDict value of the state dict, as torch.save(model.state_dict()) writes it.
 Value from_state_dict(const StateDict& sd);
 
-// `sd` with `prefix` removed from every key that starts with it, as Python's
-// torch.nn.modules.utils.consume_prefix_in_state_dict_if_present does; e.g. "module." for a state
-// dict saved from nn.DataParallel or DistributedDataParallel.
-StateDict consume_prefix(StateDict sd, const std::string& prefix);
 
 }  // namespace wavetrain::serialization
