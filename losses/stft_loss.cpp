@@ -1,0 +1,544 @@
+// STFT losses; what they compute, and why the gradient is written out by hand: stft_loss.h.
+#include "losses/stft_loss.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "losses/loss_common.h"
+
+namespace wavetrain::losses {
+namespace {
+
+using detail::check_pair;
+using detail::Fp32Region;
+using detail::full_precision;
+
+// Constant tensors of the STFT losses (windows, mel filterbanks), made once per description,
+// device and dtype: the losses run every step.
+at::Tensor cached_constant(const std::string& what, const at::TensorOptions& options,
+                           const std::function<at::Tensor()>& make) {
+  static std::mutex mutex;
+  static std::map<std::string, at::Tensor> cache;
+  const std::string key = what + "|" + options.device().str() + "|" + std::string(options.dtype().name());
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  return cache[key] = make().to(options);
+}
+
+// The Hann window is computed in float32 and then converted, as auraloss's is (its window buffer is
+// created in the default dtype): a float64 window moves float64 losses ~1e-9 away from auraloss's.
+at::Tensor hann_window(int64_t length, const at::TensorOptions& options) {
+  return cached_constant("hann " + std::to_string(length), options,
+                         [&] { return at::hann_window(length, /*periodic=*/true, at::TensorOptions().dtype(at::kFloat)); });
+}
+
+// Slaney's mel scale: linear (3 mel per 200 Hz) up to 1 kHz, logarithmic above.
+double hz_to_mel(double hz) {
+  const double min_log_hz = 1000.0, min_log_mel = 15.0, log_step = std::log(6.4) / 27.0;
+  return hz < min_log_hz ? 3.0 * hz / 200.0 : min_log_mel + std::log(hz / min_log_hz) / log_step;
+}
+double mel_to_hz(double mel) {
+  const double min_log_hz = 1000.0, min_log_mel = 15.0, log_step = std::log(6.4) / 27.0;
+  return mel < min_log_mel ? 200.0 * mel / 3.0 : min_log_hz * std::exp(log_step * (mel - min_log_mel));
+}
+
+at::Tensor cached_filterbank(const StftLossOptions& o, const at::TensorOptions& options) {
+  return cached_constant("mel " + std::to_string(o.fft_size) + " " + std::to_string(o.mel_bins) + " " +
+                             std::to_string(o.sample_rate),
+                         options, [&] { return mel_filterbank(o.fft_size, o.mel_bins, o.sample_rate); });
+}
+
+void check_options(const at::Tensor& pred, const at::Tensor& target, const StftLossOptions& o) {
+  check_pair(pred, target, "stft_loss");
+  if (o.fft_size < 2 || o.hop_size < 1 || o.win_length < 1)
+    throw std::invalid_argument("stft_loss: needs fft_size >= 2, hop_size >= 1 and win_length >= 1, got " +
+                                std::to_string(o.fft_size) + ", " + std::to_string(o.hop_size) + ", " +
+                                std::to_string(o.win_length));
+  if (o.win_length > o.fft_size) throw std::invalid_argument("stft_loss: win_length is larger than fft_size");
+  if (o.mel_bins > 0 && !(o.sample_rate > 0)) throw std::invalid_argument("stft_loss: mel_bins needs a positive sample_rate");
+  // Reflect padding by fft_size / 2 needs that many samples after the first one.
+  if (pred.size(-1) <= o.fft_size / 2)
+    throw std::invalid_argument("stft_loss: a signal of " + std::to_string(pred.size(-1)) + " samples is too short for fft_size " +
+                                std::to_string(o.fft_size) + " (needs more than fft_size / 2)");
+}
+
+// Centred, reflect-padded one-sided STFT of `signals` [items][samples]: complex [items][F][M],
+// F = fft_size / 2 + 1 bins, M = 1 + samples / hop_size frames (integer division).
+at::Tensor spectrum(const at::Tensor& signals, const StftLossOptions& o) {
+  const at::Tensor window = hann_window(o.win_length, signals.options());
+  return at::stft(signals, o.fft_size, o.hop_size, o.win_length, window, /*center=*/true, /*pad_mode=*/"reflect",
+                  /*normalized=*/false, /*onesided=*/true, /*return_complex=*/true);
+}
+
+at::Tensor magnitude(const at::Tensor& re, const at::Tensor& im, double eps) {
+  return (re.square() + im.square()).clamp_min(eps).sqrt();
+}
+
+// The weighted magnitude terms, from magnitudes X (prediction) and Y (target), mel-scaled or not.
+StftLossTerms magnitude_terms(const at::Tensor& x, const at::Tensor& y, const StftLossOptions& o) {
+  StftLossTerms terms;
+  at::Tensor loss = at::zeros({}, x.options());
+  if (o.w_sc != 0) {
+    terms.sc = at::norm(y - x) / at::norm(y);
+    loss = loss + o.w_sc * terms.sc;
+  }
+  if (o.w_log_mag != 0) {
+    terms.log_mag = (x.log() - y.log()).abs().mean();
+    loss = loss + o.w_log_mag * terms.log_mag;
+  }
+  if (o.w_lin_mag != 0) {
+    terms.lin_mag = (x - y).abs().mean();
+    loss = loss + o.w_lin_mag * terms.lin_mag;
+  }
+  terms.loss = loss;
+  return terms;
+}
+
+// Runs fn(begin, end) over item ranges, each small enough that its frames (`item_bytes` per item)
+// take at most about 4 MB. On the CPU the ranges are spread over the threads: LibTorch's CPU FFT
+// (pocketfft) runs one transform call on one thread, and the FFTs are most of this loss. The size
+// bound keeps the frame buffers in the allocator's reused memory: tens of MB per call came back
+// from the kernel as fresh pages every step (a third more page faults, measured with perf stat).
+// Elsewhere (CUDA, MPS) one call over all items is already parallel.
+void for_item_chunks(const at::Device& device, int64_t items, int64_t item_bytes,
+                     const std::function<void(int64_t, int64_t)>& fn) {
+  if (!device.is_cpu()) return fn(0, items);
+  const int64_t per_call = std::max<int64_t>(1, (int64_t{4} << 20) / std::max<int64_t>(1, item_bytes));
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; b += per_call) fn(b, std::min(end, b + per_call));
+  };
+  if (at::get_num_threads() == 1 || items == 1) return run(0, items);
+  at::parallel_for(0, items, 1, [&](int64_t begin, int64_t end) {
+    at::NoGradGuard no_grad;  // thread-local state is not carried into the worker threads
+    Fp32Region fp32;
+    run(begin, end);
+  });
+}
+
+// Shape of the centred STFT of a `samples`-long signal (as at::stft with center=true): the signal
+// is reflect-padded by N/2 on both sides; frame m covers padded samples [m hop, m hop + N), and the
+// window (win_length long) sits in the middle of the frame, starting at `left` = (N - win) / 2.
+struct FrameLayout {
+  int64_t n, hop, win, pad, left, frames, bins;
+  FrameLayout(const StftLossOptions& o, int64_t samples)
+      : n(o.fft_size), hop(o.hop_size), win(o.win_length), pad(n / 2), left((n - win) / 2),
+        frames(1 + (samples + 2 * pad - n) / hop), bins(n / 2 + 1) {}
+};
+
+// The window at::stft applies to each N-sample frame: the Hann window of win_length samples,
+// centred (from `left` on), zero elsewhere.
+at::Tensor frame_window(const FrameLayout& f, const at::TensorOptions& options) {
+  return cached_constant("frame window " + std::to_string(f.n) + " " + std::to_string(f.win), options, [&] {
+    at::Tensor w = at::zeros({f.n}, at::kFloat);
+    w.narrow(0, f.left, f.win).copy_(at::hann_window(f.win, /*periodic=*/true, at::TensorOptions().dtype(at::kFloat)));
+    return w;
+  });
+}
+
+// The one-sided spectra of `signals` [items][samples], complex [items][frames][bins], frame-major.
+// The frames and the transform are those of at::stft (same products, same FFT call per frame), so
+// the spectra equal at::stft's bit for bit: the gradient of the log-magnitude term is badly
+// conditioned where a bin is near zero (a 1e-7 change of the input moves the float64 gradient by
+// ~3e-4 relative), and only the same spectra give auraloss's float32 gradient to 1e-5.
+at::Tensor frame_spectra(const at::Tensor& signals, const FrameLayout& f) {
+  const int64_t items = signals.size(0);
+  const at::Tensor window = frame_window(f, signals.options());
+  const at::Tensor spectra = at::empty({items, f.frames, f.bins}, signals.options().dtype(c10::toComplexType(signals.scalar_type())));
+  const int64_t item_bytes = f.frames * f.n * signals.element_size();
+  for_item_chunks(signals.device(), items, item_bytes, [&](int64_t begin, int64_t end) {
+    const at::Tensor padded = at::reflection_pad1d(signals.narrow(0, begin, end - begin), {f.pad, f.pad});
+    const at::Tensor frames = padded.unfold(1, f.n, f.hop) * window;  // [count][frames][N]
+    at::Tensor out = spectra.narrow(0, begin, end - begin);
+    at::fft_rfft_out(out, frames, f.n, 2);
+  });
+  return spectra;
+}
+
+// sqrt(clamp(re^2 + im^2, eps)) in auraloss's order of operations. (at::abs of the complex values
+// followed by a clamp at sqrt(eps) is equal up to the last bit, but measured slower on the CPU.)
+at::Tensor clamped_magnitude(const at::Tensor& spectra, double eps) {
+  const at::Tensor ri = at::view_as_real(spectra);
+  return (ri.select(-1, 0).square() + ri.select(-1, 1).square()).clamp_min_(eps).sqrt_();
+}
+
+// The CPU form of the forward's per-bin part (no mel filters): magnitudes of prediction and target
+// and the sums the terms need, in three passes per thread instead of about ten tensor ops. Sums
+// run in 8 fixed lanes per row (so the compiler may vectorise them) and rows are added in double.
+struct MagnitudeSums {
+  double sq_diff = 0, sq_target = 0, abs_diff = 0;  // sum (x - y)^2, sum y^2, sum |x - y|
+};
+
+// Clamped powers re^2 + im^2 of `n` interleaved complex values; the caller takes the square root
+// (an ATen op: std::sqrt's errno handling keeps the compiler from vectorising a loop around it).
+template <typename T>
+void clamped_powers(const T* z, T* out, int64_t n, T eps) {
+  for (int64_t k = 0; k < n; ++k) {
+    const T p = z[2 * k] * z[2 * k] + z[2 * k + 1] * z[2 * k + 1];
+    out[k] = p < eps ? eps : p;  // clamp_min keeps a NaN: so does this comparison
+  }
+}
+
+template <typename T>
+MagnitudeSums magnitude_sums(const T* x, const T* y, int64_t rows, int64_t bins) {
+  MagnitudeSums sums;
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * bins;
+    const T* yr = y + r * bins;
+    T sq_diff[8] = {}, sq_target[8] = {}, abs_diff[8] = {};
+    int64_t k = 0;
+    for (; k + 8 <= bins; k += 8) {
+      for (int l = 0; l < 8; ++l) {
+        const T d = xr[k + l] - yr[k + l];
+        sq_diff[l] += d * d;
+        sq_target[l] += yr[k + l] * yr[k + l];
+        abs_diff[l] += std::abs(d);
+      }
+    }
+    for (; k < bins; ++k) {
+      const T d = xr[k] - yr[k];
+      sq_diff[0] += d * d;
+      sq_target[0] += yr[k] * yr[k];
+      abs_diff[0] += std::abs(d);
+    }
+    for (int l = 0; l < 8; ++l) {
+      sums.sq_diff += sq_diff[l];
+      sums.sq_target += sq_target[l];
+      sums.abs_diff += abs_diff[l];
+    }
+  }
+  return sums;
+}
+
+// Magnitudes x, y [items][frames][bins] of the two halves of `spectra`, and their sums.
+MagnitudeSums magnitudes_cpu(const at::Tensor& spectra, int64_t items, double eps, at::Tensor& x, at::Tensor& y) {
+  const at::Tensor ri = at::view_as_real(spectra);
+  x = at::empty({items, spectra.size(1), spectra.size(2)}, ri.options());
+  y = at::empty_like(x);
+  const int64_t rows = x.numel() / x.size(-1), bins = x.size(-1);
+  std::vector<MagnitudeSums> parts(static_cast<size_t>(at::get_num_threads()));
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "magnitudes_cpu", [&] {
+    const scalar_t* sx = ri.data_ptr<scalar_t>();
+    const scalar_t* sy = sx + 2 * rows * bins;
+    scalar_t *xp = x.data_ptr<scalar_t>(), *yp = y.data_ptr<scalar_t>();
+    const int64_t grain = std::max<int64_t>(1, 16384 / bins);
+    // Fixed ranges per thread, and their sums added in range order: the same result every run.
+    const int64_t chunks = std::min<int64_t>(static_cast<int64_t>(parts.size()), std::max<int64_t>(1, rows / grain));
+    at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        const int64_t r0 = rows * c / chunks, n = (rows * (c + 1) / chunks - r0) * bins;
+        clamped_powers(sx + 2 * r0 * bins, xp + r0 * bins, n, static_cast<scalar_t>(eps));
+        clamped_powers(sy + 2 * r0 * bins, yp + r0 * bins, n, static_cast<scalar_t>(eps));
+        x.view({-1}).narrow(0, r0 * bins, n).sqrt_();
+        y.view({-1}).narrow(0, r0 * bins, n).sqrt_();
+        parts[static_cast<size_t>(c)] = magnitude_sums(xp + r0 * bins, yp + r0 * bins, n / bins, bins);
+      }
+    });
+    parts.resize(static_cast<size_t>(chunks));
+  });
+  MagnitudeSums total;
+  for (const MagnitudeSums& p : parts) {
+    total.sq_diff += p.sq_diff;
+    total.sq_target += p.sq_target;
+    total.abs_diff += p.abs_diff;
+  }
+  return total;
+}
+
+// The gradient w.r.t. the signals of sum(Re(conj(spectra) * g)) for spectra = frame_spectra(...),
+// given z [items][frames][bins] (complex) = g with its inner bins (all but 0 and N/2) halved.
+//
+// Frame sample k enters bin f as w[k] e^{-2 pi i f k / N}, so its gradient is
+// w[k] sum_f Re(g[f] e^{2 pi i f k / N}) over the one-sided bins. irfft with norm "forward"
+// computes z[0] + z[N/2] (-1)^k + 2 sum_{0<f<N/2} Re(z[f] e^{...}) (it ignores the imaginary parts
+// of the two edge bins, which have no effect on a real signal either): with the inner bins halved
+// that is the sum. The frames are then overlap-added, and the reflect padding folded back onto the
+// samples it copied.
+at::Tensor signal_gradient(const at::Tensor& z, const FrameLayout& f, int64_t samples) {
+  const int64_t items = z.size(0);
+  const at::Tensor window = hann_window(f.win, at::real(z).options());
+  const at::Tensor out = at::empty({items, samples}, window.options());
+  // Overlap-add in blocks of `hop` samples: block j of frame m lands in output block m + j.
+  const int64_t blocks = (f.win + f.hop - 1) / f.hop;
+  const int64_t length = std::max(f.left + (f.frames + blocks) * f.hop, samples + 2 * f.pad);
+  const int64_t item_bytes = f.frames * f.n * window.element_size();
+  for_item_chunks(z.device(), items, item_bytes, [&](int64_t begin, int64_t end) {
+    const int64_t count = end - begin;
+    const at::Tensor frames = at::fft_irfft(z.narrow(0, begin, count), f.n, 2, "forward");  // [count][frames][N]
+    const at::Tensor padded = at::zeros({count, length}, frames.options());
+    const at::Tensor ola = padded.narrow(1, f.left, (f.frames + blocks) * f.hop).view({count, f.frames + blocks, f.hop});
+    for (int64_t j = 0; j < blocks; ++j) {
+      const int64_t k0 = j * f.hop, len = std::min(f.hop, f.win - k0);
+      ola.narrow(1, j, f.frames).narrow(2, 0, len).addcmul_(frames.narrow(2, f.left + k0, len), window.narrow(0, k0, len));
+    }
+    // padded[j] = signal[pad - j] for j < pad; padded[pad + samples + j] = signal[samples - 2 - j].
+    const at::Tensor g = out.narrow(0, begin, count);
+    g.copy_(padded.narrow(1, f.pad, samples));
+    g.narrow(1, 1, f.pad).add_(padded.narrow(1, 0, f.pad).flip({1}));
+    g.narrow(1, samples - 1 - f.pad, f.pad).add_(padded.narrow(1, f.pad + samples, f.pad).flip({1}));
+  });
+  return out;
+}
+
+// The CPU form of the per-bin part of the backward, one pass instead of about ten tensor ops
+// (the loss terms without mel filters). For bin z = (re, im) of the prediction, magnitudes x of
+// the prediction and y of the target:
+//   g = sc (x - y) + log_mag sgn(x - y) / x + lin_mag sgn(x - y)     d loss / d x
+//   s = g / x where x is above the eps floor, else 0; halved for the inner bins (signal_gradient)
+//   out = s (re, im)
+// sgn(x - y) stands for sgn(log x - log y): log is increasing.
+struct BinGradient {
+  double sc = 0, log_mag = 0, lin_mag = 0;  // upstream gradient times the term's weight (and 1/count)
+  double floor = 0;                         // sqrt(eps) as the magnitudes hold it
+};
+
+template <typename T>
+void bin_gradient_rows(const T* spec, const T* x, const T* y, T* out, int64_t rows, int64_t bins, bool even,
+                       const BinGradient& k) {
+  const T sc = static_cast<T>(k.sc), log_mag = static_cast<T>(k.log_mag), lin_mag = static_cast<T>(k.lin_mag),
+          floor = static_cast<T>(k.floor);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t row = r * bins;
+    for (int64_t b = 0; b < bins; ++b) {  // written without branches, so that it vectorises
+      const int64_t i = row + b;
+      const T d = x[i] - y[i];
+      const T sign = static_cast<T>(d > 0) - static_cast<T>(d < 0);
+      const T g = sc * d + log_mag * sign / x[i] + lin_mag * sign;
+      const T s = static_cast<T>(x[i] > floor) * T(0.5) * g / x[i];  // x >= floor > 0
+      out[2 * i] = s * spec[2 * i];
+      out[2 * i + 1] = s * spec[2 * i + 1];
+    }
+    // Bin 0 and (for even N) bin N/2 are not halved.
+    out[2 * row] *= 2;
+    out[2 * row + 1] *= 2;
+    if (even) {
+      out[2 * (row + bins - 1)] *= 2;
+      out[2 * (row + bins - 1) + 1] *= 2;
+    }
+  }
+}
+
+at::Tensor bin_gradient_cpu(const at::Tensor& spectra, const at::Tensor& x, const at::Tensor& y, const BinGradient& k,
+                            const FrameLayout& f) {
+  const at::Tensor spec = at::view_as_real(spectra.contiguous()), xc = x.contiguous(), yc = y.contiguous();
+  const at::Tensor out = at::empty_like(spec);
+  const int64_t rows = xc.numel() / f.bins;
+  AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "bin_gradient_cpu", [&] {
+    const scalar_t *s = spec.data_ptr<scalar_t>(), *xp = xc.data_ptr<scalar_t>(), *yp = yc.data_ptr<scalar_t>();
+    scalar_t* o = out.data_ptr<scalar_t>();
+    at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / f.bins), [&](int64_t begin, int64_t end) {
+      bin_gradient_rows(s + 2 * begin * f.bins, xp + begin * f.bins, yp + begin * f.bins, o + 2 * begin * f.bins,
+                        end - begin, f.bins, f.n % 2 == 0, k);
+    });
+  });
+  return at::view_as_complex(out);
+}
+
+// The magnitude terms with the gradient w.r.t. the prediction written out (see stft_loss.h).
+// Outputs: loss, sc, log_mag, lin_mag; a term whose weight is 0 comes out as 0 and is ignored by
+// backward. The prediction and target are [items][samples] in fp32 or fp64.
+struct StftMagnitudeLoss : public torch::autograd::Function<StftMagnitudeLoss> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& pred,
+                                                const at::Tensor& target, const StftLossOptions& o) {
+    const int64_t items = pred.size(0), samples = pred.size(1);
+    const FrameLayout layout(o, samples);
+    const at::Tensor spectra = frame_spectra(at::cat({pred.detach(), target.detach()}, 0), layout);  // both in one batch
+    const at::Tensor zero = at::zeros({}, spectra.options().dtype(c10::toRealValueType(spectra.scalar_type())));
+    const double count = static_cast<double>(items * layout.frames * (o.mel_bins > 0 ? o.mel_bins : layout.bins));
+    at::Tensor mag_x, x, y, norm_diff = zero, norm_y = zero, diff = zero, log_ratio = zero;
+    at::Tensor loss = zero, sc = zero, log_mag = zero, lin_mag = zero;
+    if (spectra.device().is_cpu() && o.mel_bins == 0) {
+      const MagnitudeSums sums = magnitudes_cpu(spectra, items, o.eps, x, y);
+      mag_x = x;
+      norm_diff = at::scalar_tensor(std::sqrt(sums.sq_diff), zero.options());
+      norm_y = at::scalar_tensor(std::sqrt(sums.sq_target), zero.options());
+      lin_mag = at::scalar_tensor(sums.abs_diff / count, zero.options());
+    } else {
+      // Magnitudes of prediction and target by separate calls of the same shape: a vectorised loop
+      // and its scalar tail round differently, and equal signals must give exactly equal magnitudes.
+      mag_x = clamped_magnitude(spectra.narrow(0, 0, items), o.eps);
+      x = mag_x;
+      y = clamped_magnitude(spectra.narrow(0, items, items), o.eps);
+      if (o.mel_bins > 0) {  // [items][frames][bins] x [bins][mels]
+        const at::Tensor fb_t = cached_filterbank(o, x.options()).t();
+        x = at::matmul(x, fb_t);
+        y = at::matmul(y, fb_t);
+      }
+      diff = x - y;
+      norm_diff = at::norm(diff);
+      norm_y = at::norm(y);
+      if (o.w_lin_mag != 0) lin_mag = diff.abs().mean();
+    }
+    if (o.w_sc != 0) {
+      sc = norm_diff / norm_y;
+      loss = loss + o.w_sc * sc;
+    }
+    if (o.w_log_mag != 0) {
+      log_ratio = (x / y).log_();  // log X - log Y
+      log_mag = log_ratio.abs().mean();
+      loss = loss + o.w_log_mag * log_mag;
+    }
+    if (o.w_lin_mag != 0) loss = loss + o.w_lin_mag * lin_mag;
+    ctx->save_for_backward({spectra.narrow(0, 0, items), mag_x, x, y, diff, log_ratio, norm_diff, norm_y});
+    ctx->saved_data["samples"] = samples;
+    ctx->saved_data["fft_size"] = o.fft_size;
+    ctx->saved_data["hop_size"] = o.hop_size;
+    ctx->saved_data["win_length"] = o.win_length;
+    ctx->saved_data["mel_bins"] = o.mel_bins;
+    ctx->saved_data["sample_rate"] = o.sample_rate;
+    ctx->saved_data["eps"] = o.eps;
+    ctx->saved_data["w_sc"] = o.w_sc;
+    ctx->saved_data["w_log_mag"] = o.w_log_mag;
+    ctx->saved_data["w_lin_mag"] = o.w_lin_mag;
+    return {loss, sc, log_mag, lin_mag};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &spectra = saved[0], &mag_x = saved[1], &x = saved[2], &y = saved[3], &diff = saved[4],
+                     &log_ratio = saved[5], &norm_diff = saved[6], &norm_y = saved[7];
+    StftLossOptions o;
+    o.fft_size = ctx->saved_data["fft_size"].toInt();
+    o.hop_size = ctx->saved_data["hop_size"].toInt();
+    o.win_length = ctx->saved_data["win_length"].toInt();
+    o.mel_bins = ctx->saved_data["mel_bins"].toInt();
+    o.sample_rate = ctx->saved_data["sample_rate"].toDouble();
+    o.eps = ctx->saved_data["eps"].toDouble();
+    o.w_sc = ctx->saved_data["w_sc"].toDouble();
+    o.w_log_mag = ctx->saved_data["w_log_mag"].toDouble();
+    o.w_lin_mag = ctx->saved_data["w_lin_mag"].toDouble();
+    const int64_t samples = ctx->saved_data["samples"].toInt();
+
+    // d loss / d X, X the (mel-scaled) prediction magnitudes. Each term's upstream gradient is
+    // that of the total times the weight, plus that of the term itself when a caller used it.
+    auto upstream = [&](size_t term, double weight) {
+      const at::Tensor& g = grads[term];
+      return g.defined() ? grads[0] * weight + g : grads[0] * weight;
+    };
+    const double count = static_cast<double>(x.numel());
+    const double floor = at::scalar_tensor(o.eps, at::TensorOptions().dtype(mag_x.scalar_type())).sqrt().item<double>();
+    const FrameLayout layout(o, samples);
+    at::Tensor inv;  // 1 / (|X - Y| |Y|), and 0 when X == Y (as torch's norm: no gradient at 0)
+    if (o.w_sc != 0) inv = at::where(norm_diff > 0, (norm_diff * norm_y).reciprocal(), at::zeros_like(norm_diff));
+    if (spectra.device().is_cpu() && o.mel_bins == 0) {
+      BinGradient k;
+      k.sc = o.w_sc != 0 ? (upstream(1, o.w_sc) * inv).item<double>() : 0.0;
+      k.log_mag = o.w_log_mag != 0 ? (upstream(2, o.w_log_mag) / count).item<double>() : 0.0;
+      k.lin_mag = o.w_lin_mag != 0 ? (upstream(3, o.w_lin_mag) / count).item<double>() : 0.0;
+      k.floor = floor;
+      return {signal_gradient(bin_gradient_cpu(spectra, x, y, k, layout), layout, samples), at::Tensor(), at::Tensor()};
+    }
+
+    // d loss / d X, X the (mel-scaled) prediction magnitudes.
+    at::Tensor g_x = at::zeros_like(x);
+    if (o.w_sc != 0) g_x.add_(diff * (upstream(1, o.w_sc) * inv));  // d/dX |X - Y| / |Y| = (X - Y) inv
+    if (o.w_log_mag != 0)  // mean |log X - log Y|: sign(log X - log Y) / (count X)
+      g_x.add_(at::sgn(log_ratio).div_(x).mul_(upstream(2, o.w_log_mag) / count));
+    if (o.w_lin_mag != 0) g_x.add_(at::sgn(diff).mul_(upstream(3, o.w_lin_mag) / count));
+    at::Tensor g_mag = o.mel_bins > 0 ? at::matmul(g_x, cached_filterbank(o, x.options())) : g_x;
+
+    // Through mag = sqrt(clamp(re^2 + im^2, eps)): d mag / d (re, im) = (re, im) / mag where the
+    // power is above eps, 0 where the clamp holds (mag is then exactly sqrt(eps) rounded).
+    g_mag = g_mag.div(mag_x).masked_fill_(mag_x <= floor, 0.0);
+    const at::Tensor grad = at::view_as_real(spectra) * g_mag.unsqueeze(-1);
+    grad.narrow(2, 1, layout.n % 2 == 0 ? layout.bins - 2 : layout.bins - 1).mul_(0.5);
+    return {signal_gradient(at::view_as_complex(grad), layout, samples), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+StftLossTerms stft_loss_autograd(const at::Tensor& pred, const at::Tensor& target, const StftLossOptions& o) {
+  check_options(pred, target, o);
+  Fp32Region fp32;
+  const at::Tensor p = full_precision(pred), t = full_precision(target);
+  const int64_t samples = p.size(-1);
+  // Separate STFTs: one of both concatenated would make autograd differentiate the target too.
+  const at::Tensor xs = spectrum(p.reshape({-1, samples}), o), ys = spectrum(t.reshape({-1, samples}), o);
+  at::Tensor x = magnitude(at::real(xs), at::imag(xs), o.eps), y = magnitude(at::real(ys), at::imag(ys), o.eps);
+  if (o.mel_bins > 0) {
+    const at::Tensor fb = cached_filterbank(o, x.options());
+    x = at::matmul(fb, x);
+    y = at::matmul(fb, y);
+  }
+  StftLossTerms terms = magnitude_terms(x, y, o);
+  if (o.w_phs != 0) {  // only here: the phase needs atan2 (never `angle`, which some backends lack)
+    terms.phase = (at::atan2(at::imag(xs), at::real(xs)) - at::atan2(at::imag(ys), at::real(ys))).square().mean();
+    terms.loss = terms.loss + o.w_phs * terms.phase;
+  }
+  return terms;
+}
+
+StftLossTerms stft_loss(const at::Tensor& pred, const at::Tensor& target, const StftLossOptions& o) {
+  check_options(pred, target, o);
+  // The phase term and a target that needs a gradient take the autograd path.
+  if (o.w_phs != 0 || (target.requires_grad() && at::GradMode::is_enabled())) return stft_loss_autograd(pred, target, o);
+  Fp32Region fp32;
+  const at::Tensor p = full_precision(pred), t = full_precision(target).to(p.scalar_type());
+  const int64_t samples = p.size(-1);
+  const torch::autograd::variable_list out =
+      StftMagnitudeLoss::apply(p.reshape({-1, samples}), t.reshape({-1, samples}), o);
+  StftLossTerms terms;
+  terms.loss = out[0];
+  if (o.w_sc != 0) terms.sc = out[1];
+  if (o.w_log_mag != 0) terms.log_mag = out[2];
+  if (o.w_lin_mag != 0) terms.lin_mag = out[3];
+  return terms;
+}
+
+at::Tensor mel_filterbank(int64_t fft_size, int64_t n_mels, double sample_rate, double f_min, double f_max) {
+  if (fft_size < 2 || n_mels < 1 || !(sample_rate > 0))
+    throw std::invalid_argument("mel_filterbank: needs fft_size >= 2, n_mels >= 1 and a positive sample_rate");
+  if (f_max <= 0) f_max = sample_rate / 2.0;
+  const int64_t n_freqs = fft_size / 2 + 1;
+  std::vector<double> mel_hz(static_cast<size_t>(n_mels + 2));
+  const double lo = hz_to_mel(f_min), hi = hz_to_mel(f_max);
+  for (int64_t i = 0; i < n_mels + 2; ++i)
+    mel_hz[static_cast<size_t>(i)] = mel_to_hz(lo + (hi - lo) * static_cast<double>(i) / static_cast<double>(n_mels + 1));
+  at::Tensor fb = at::zeros({n_mels, n_freqs}, at::kDouble);
+  double* w = fb.data_ptr<double>();
+  for (int64_t m = 0; m < n_mels; ++m) {
+    const double left = mel_hz[static_cast<size_t>(m)], centre = mel_hz[static_cast<size_t>(m + 1)],
+                 right = mel_hz[static_cast<size_t>(m + 2)];
+    const double area = 2.0 / (right - left);  // Slaney normalisation: every filter has unit area
+    for (int64_t k = 0; k < n_freqs; ++k) {
+      const double f = sample_rate / 2.0 * static_cast<double>(k) / static_cast<double>(n_freqs - 1);
+      const double rise = (f - left) / (centre - left), fall = (right - f) / (right - centre);
+      w[m * n_freqs + k] = std::max(0.0, std::min(rise, fall)) * area;
+    }
+  }
+  return fb;
+}
+
+MultiResolutionStftLoss::MultiResolutionStftLoss()
+    : MultiResolutionStftLoss({{1024, 120, 600}, {2048, 240, 1200}, {512, 50, 240}}) {}
+
+MultiResolutionStftLoss::MultiResolutionStftLoss(std::vector<StftLossOptions> resolutions)
+    : resolutions_(std::move(resolutions)) {
+  if (resolutions_.empty()) throw std::invalid_argument("MultiResolutionStftLoss: no resolution given");
+}
+
+std::vector<StftLossTerms> MultiResolutionStftLoss::terms(const at::Tensor& pred, const at::Tensor& target) const {
+  std::vector<StftLossTerms> out;
+  for (const StftLossOptions& r : resolutions_) out.push_back(stft_loss(pred, target, r));
+  return out;
+}
+
+at::Tensor MultiResolutionStftLoss::operator()(const at::Tensor& pred, const at::Tensor& target) const {
+  at::Tensor sum;
+  for (const StftLossTerms& t : terms(pred, target)) sum = sum.defined() ? sum + t.loss : t.loss;
+  return sum / static_cast<double>(resolutions_.size());
+}
+
+}  // namespace wavetrain::losses

@@ -1,0 +1,217 @@
+// The STFT loss's hand-written gradient (losses/stft_loss.h) against autograd through at::stft and
+// against finite differences, its edge cases (silent target, identical signals), and the rule that
+// the phase is computed only when weighted. The auraloss reference values are in audio_losses_test.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "losses/stft_loss.h"
+
+namespace wavetrain::losses {
+namespace {
+
+StftLossOptions options(int64_t fft, int64_t hop, int64_t win) {
+  StftLossOptions o;
+  o.fft_size = fft;
+  o.hop_size = hop;
+  o.win_length = win;
+  return o;
+}
+
+double relative_l2(const at::Tensor& a, const at::Tensor& b) { return ((a - b).norm() / b.norm()).item<double>(); }
+
+struct Gradients {
+  at::Tensor loss, grad;
+};
+
+// The loss and d(loss + 0.5 sc + 2 log_mag)/d pred: the terms' own outputs carry gradient too.
+Gradients run(bool autograd, const at::Tensor& pred, const at::Tensor& target, const StftLossOptions& o) {
+  const at::Tensor p = pred.clone().requires_grad_(true);
+  const StftLossTerms t = autograd ? stft_loss_autograd(p, target, o) : stft_loss(p, target, o);
+  at::Tensor total = t.loss;
+  if (t.sc.defined()) total = total + 0.5 * t.sc;
+  if (t.log_mag.defined()) total = total + 2.0 * t.log_mag;
+  total.backward();
+  return {t.loss.detach(), p.grad()};
+}
+
+TEST(StftLossGradient, MatchesAutogradInFloat64) {
+  at::manual_seed(3);
+  StftLossOptions lin = options(256, 64, 200);
+  lin.w_lin_mag = 0.7;
+  StftLossOptions mel = options(512, 128, 400);
+  mel.mel_bins = 32;
+  mel.sample_rate = 16000;
+  StftLossOptions sc_only = options(128, 32, 128);
+  sc_only.w_log_mag = 0;
+  StftLossOptions log_only = options(128, 32, 100);
+  log_only.w_sc = 0;
+  const std::vector<std::pair<std::string, StftLossOptions>> cases = {
+      {"auraloss 1024/120/600", options(1024, 120, 600)},
+      {"odd fft size", options(255, 64, 200)},
+      {"hop longer than the window", options(256, 300, 128)},
+      {"linear magnitude term", lin},
+      {"mel filters", mel},
+      {"spectral convergence only", sc_only},
+      {"log magnitude only", log_only},
+  };
+  for (const auto& [name, o] : cases) {
+    // [batch, channels, samples]: every leading dimension is a batch dimension.
+    const at::Tensor target = at::randn({3, 2, 3000}, at::kDouble);
+    const at::Tensor pred = target + 0.3 * at::randn({3, 2, 3000}, at::kDouble);
+    const Gradients fast = run(false, pred, target, o), reference = run(true, pred, target, o);
+    EXPECT_NEAR(fast.loss.item<double>(), reference.loss.item<double>(), 1e-12 * reference.loss.item<double>()) << name;
+    EXPECT_LE(relative_l2(fast.grad, reference.grad), 1e-12) << name;
+    EXPECT_EQ(fast.grad.sizes(), pred.sizes()) << name;
+  }
+}
+
+TEST(StftLossGradient, ThreadsGiveTheSameResult) {
+  // The CPU path splits items and bins over threads; results are reproducible for a thread count
+  // and agree across thread counts up to the order of the sums.
+  at::manual_seed(9);
+  const at::Tensor target = at::randn({5, 1, 20000}), pred = target + 0.2 * at::randn({5, 1, 20000});
+  const int before = at::get_num_threads();
+  at::set_num_threads(1);
+  const Gradients one = run(false, pred, target, options(512, 50, 240));
+  at::set_num_threads(2);
+  const Gradients two = run(false, pred, target, options(512, 50, 240)), again = run(false, pred, target, options(512, 50, 240));
+  at::set_num_threads(before);
+  EXPECT_TRUE(at::equal(two.grad, again.grad));
+  EXPECT_EQ(two.loss.item<double>(), again.loss.item<double>());
+  EXPECT_NEAR(two.loss.item<double>(), one.loss.item<double>(), 1e-6 * one.loss.item<double>());
+  EXPECT_LE(relative_l2(two.grad, one.grad), 1e-6);
+}
+
+TEST(StftLossGradient, MatchesFiniteDifferences) {
+  // gradcheck in float64 on a small problem: central differences for every sample.
+  at::manual_seed(4);
+  StftLossOptions o = options(16, 4, 12);
+  o.w_lin_mag = 0.5;
+  const at::Tensor target = at::randn({2, 40}, at::kDouble), pred = target + 0.5 * at::randn({2, 40}, at::kDouble);
+  const at::Tensor analytic = run(false, pred, target, o).grad;
+  at::Tensor numeric = at::empty_like(pred);
+  const double h = 1e-6;
+  auto objective = [&](const at::Tensor& p) {
+    const StftLossTerms t = stft_loss(p, target, o);
+    return (t.loss + 0.5 * t.sc + 2.0 * t.log_mag).item<double>();
+  };
+  for (int64_t i = 0; i < pred.numel(); ++i) {
+    at::Tensor up = pred.clone(), down = pred.clone();
+    up.view({-1})[i] += h;
+    down.view({-1})[i] -= h;
+    numeric.view({-1})[i] = (objective(up) - objective(down)) / (2 * h);
+  }
+  EXPECT_LE(relative_l2(analytic, numeric), 1e-6);
+}
+
+TEST(StftLossGradient, SilentTargetAndIdenticalSignals) {
+  at::manual_seed(5);
+  const at::Tensor pred = at::randn({2, 1, 4096}), silent = at::zeros({2, 1, 4096});
+  for (bool autograd : {false, true}) {
+    const Gradients g = run(autograd, pred, silent, options(1024, 120, 600));
+    EXPECT_TRUE(std::isfinite(g.loss.item<double>())) << autograd;
+    EXPECT_TRUE(g.grad.isfinite().all().item<bool>()) << autograd;
+    // Both silent: every bin sits on the eps floor, the loss is 0 and so is the gradient.
+    const Gradients z = run(autograd, silent, silent, options(1024, 120, 600));
+    EXPECT_EQ(z.loss.item<double>(), 0.0) << autograd;
+    EXPECT_EQ(z.grad.abs().max().item<double>(), 0.0) << autograd;
+  }
+  // Identical signals: exactly zero loss and gradient (sc's norm has no gradient at 0).
+  const Gradients same = run(false, pred, pred, options(512, 50, 240));
+  EXPECT_EQ(same.loss.item<double>(), 0.0);
+  EXPECT_EQ(same.grad.abs().max().item<double>(), 0.0);
+}
+
+TEST(StftLossGradient, TargetWithGradientTakesTheAutogradPath) {
+  at::manual_seed(6);
+  const at::Tensor p = at::randn({1, 2048}, at::kDouble).requires_grad_(true);
+  const at::Tensor t = at::randn({1, 2048}, at::kDouble).requires_grad_(true);
+  stft_loss(p, t, options(256, 64, 256)).loss.backward();
+  ASSERT_TRUE(t.grad().defined());
+  const at::Tensor p2 = p.detach().clone().requires_grad_(true), t2 = t.detach().clone().requires_grad_(true);
+  stft_loss_autograd(p2, t2, options(256, 64, 256)).loss.backward();
+  EXPECT_LE(relative_l2(t.grad(), t2.grad()), 1e-12);
+  EXPECT_LE(relative_l2(p.grad(), p2.grad()), 1e-12);
+}
+
+// Counts the operators whose name contains one of `names` while it is alive.
+class OpCounter {
+ public:
+  explicit OpCounter(std::vector<std::string> names) : names_(std::move(names)) {
+    handle_ = at::addGlobalCallback(at::RecordFunctionCallback(
+        [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+          const std::string op = fn.name();
+          for (const std::string& n : active_->names_)
+            if (op.find(n) != std::string::npos) ++active_->count_;
+          return nullptr;
+        },
+        nullptr));
+    active_ = this;
+  }
+  ~OpCounter() {
+    at::removeCallback(handle_);
+    active_ = nullptr;
+  }
+  int count() const { return count_; }
+
+ private:
+  static inline OpCounter* active_ = nullptr;
+  std::vector<std::string> names_;
+  std::atomic<int> count_{0};
+  at::CallbackHandle handle_;
+};
+
+TEST(StftLossPhase, NoPhaseOpUnlessWeighted) {
+  at::manual_seed(7);
+  const at::Tensor t = at::randn({2, 1, 4096}), p = (t + 0.2 * at::randn({2, 1, 4096})).requires_grad_(true);
+  int without = -1, with = -1, stft_calls = -1;
+  {
+    OpCounter phase({"atan2", "angle"}), stft({"fft_r2c"});
+    MultiResolutionStftLoss()(p, t).backward();
+    without = phase.count();
+    stft_calls = stft.count();
+  }
+  StftLossOptions weighted = options(1024, 120, 600);
+  weighted.w_phs = 1.0;
+  {
+    OpCounter phase({"atan2", "angle"});
+    stft_loss(p, t, weighted).loss.backward();
+    with = phase.count();
+  }
+  EXPECT_EQ(without, 0);
+  EXPECT_GT(stft_calls, 0);  // the counter sees the operators this loss runs
+  EXPECT_GT(with, 0);
+}
+
+TEST(StftLossPhase, MatchesAFloat64AngleReference) {
+  at::manual_seed(8);
+  const at::Tensor t = at::randn({2, 8192}, at::kDouble), p = t + 0.3 * at::randn({2, 8192}, at::kDouble);
+  StftLossOptions o = options(1024, 120, 600);
+  o.w_phs = 0.5;
+  // Reference: torch's angle (not the atan2 the loss uses) of float64 STFTs.
+  const at::Tensor window = at::hann_window(600, at::TensorOptions().dtype(at::kFloat));
+  auto phase = [&](const at::Tensor& x) {
+    return at::angle(at::stft(x, 1024, 120, 600, window.to(x.scalar_type()), true, "reflect", false, true, true));
+  };
+  const double reference = (phase(p) - phase(t)).square().mean().item<double>();
+  const StftLossTerms f64 = stft_loss(p, t, o);
+  EXPECT_NEAR(f64.phase.item<double>(), reference, 1e-12 * reference);
+  const StftLossTerms no_phase = stft_loss(p, t, options(1024, 120, 600));
+  EXPECT_NEAR(f64.loss.item<double>(), no_phase.loss.item<double>() + 0.5 * reference, 1e-12 * reference);
+  // In float32 the DC and N/2 bins of a real signal have an imaginary part of rounding noise, so
+  // their phase flips between +pi and -pi against float64's (the term moves by ~4% here): float32
+  // is compared with angle in float32.
+  const at::Tensor p32 = p.to(at::kFloat), t32 = t.to(at::kFloat);
+  const double reference32 = (phase(p32) - phase(t32)).square().mean().item<double>();
+  EXPECT_NEAR(stft_loss(p32, t32, o).phase.item<double>(), reference32, 1e-5 * reference32);
+}
+
+}  // namespace
+}  // namespace wavetrain::losses
