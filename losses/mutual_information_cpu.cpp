@@ -1,0 +1,265 @@
+// The CPU kernel of the mutual-information recursion (semantics in mutual_information.h).
+//
+// Each batch item is independent and items run in parallel. Within an item the cells of one
+// anti-diagonal (s + t = d) depend only on the two previous anti-diagonals, so the item is
+// processed diagonal by diagonal with the arrays stored "skewed": row d holds the cells of
+// anti-diagonal d, indexed by s. A row is then a contiguous loop without a loop-carried dependency,
+// which the compiler vectorises, given exp and log1p it can vectorise: libm's calls block that, so
+// they are written here as branch-free polynomials (exp_nonpositive, log1p_unit).
+//
+// Layout of one item, in coordinates relative to its box (s' = s - s_begin, t' = t - t_begin,
+// d = s' + t', S' = s_end - s_begin, T' = t_end - t_begin), rows d = -1 .. S'+T', columns s' = -1 .. S':
+//   P[d][s']   p of cell (s', d - s'); -inf outside the box (row -1 and column -1 are such padding)
+//   X[d][s']   px of (s', d - s') (regular: term1 of cell (s'+1, t') reads X[d][s'] with d = s'+t'),
+//              0 where px has no entry for it, so that -inf + X stays -inf
+//   Y[d][s']   py of (s', d - s'); term2 of cell (s', t'+1) reads Y[d][s']
+//   GX, GY     the gradients of X and Y. Every cell except the last sends its occupation to its
+//              successors through exactly one px and one py entry, both stored at the cell's own
+//              position, so the occupation of cell (s', t') is GX[d][s'] + GY[d][s'].
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "losses/mutual_information.h"
+
+namespace wavetrain::losses::detail {
+namespace {
+
+template <typename To, typename From>
+inline To bit_cast(From from) {
+  static_assert(sizeof(To) == sizeof(From));
+  To to;
+  std::memcpy(&to, &from, sizeof(To));
+  return to;
+}
+
+// exp(x) for x <= 0; x below the smallest normal result (and -inf) gives exactly 0; NaN gives NaN.
+// Range reduction x = k ln2 + r with |r| <= ln2 / 2, a Taylor polynomial for exp(r) (degree 7 in
+// float: truncation 4e-9; degree 12 in double: 2e-16), and 2^k put into the exponent bits.
+inline float exp_nonpositive(float x) {
+  const float lowest = -87.0f;  // exp(-87) = 1.6e-38, just above FLT_MIN
+  const float xc = x < lowest ? lowest : x;
+  const float shift = 12582912.0f + 127.0f;  // 1.5 * 2^23: adding it rounds to an integer; + bias
+  const float biased = xc * 1.44269504088896341f + shift;
+  const float k = biased - shift;
+  const float r = (xc - k * 0.693145751953125f) - k * 1.42860682030941723212e-6f;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  // The low mantissa bits of `biased` hold k + 127; shifting them into the exponent gives 2^k.
+  const float scale = bit_cast<float>(bit_cast<uint32_t>(biased) << 23);
+  return x < lowest ? 0.0f : p * scale;
+}
+
+inline double exp_nonpositive(double x) {
+  const double lowest = -708.0;  // exp(-708) = 3.3e-308, just above DBL_MIN
+  const double xc = x < lowest ? lowest : x;
+  const double shift = 6755399441055744.0 + 1023.0;  // 1.5 * 2^52, + bias
+  const double biased = xc * 1.4426950408889634074 + shift;
+  const double k = biased - shift;
+  const double r = (xc - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
+  double p = 1.0 / 479001600.0;
+  p = p * r + 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  const double scale = bit_cast<double>(bit_cast<uint64_t>(biased) << 52);
+  return x < lowest ? 0.0 : p * scale;
+}
+
+// log(1 + u) for u in [0, 1]. Above sqrt(2) - 1 it uses 1 + u = 2 (1 + w), w = (u - 1) / 2, so the
+// argument is always in [-0.293, 0.415]; then log(1 + w) = 2 atanh(z), z = w / (2 + w), |z| <= 0.172,
+// by its odd series (to z^9 in float, z^23 in double: truncation below 1e-9 and 1e-16 relative).
+inline float log1p_unit(float u) {
+  const bool big = u > 0.41421356f;
+  const float w = big ? (u - 1.0f) * 0.5f : u;
+  const float z = w / (2.0f + w), z2 = z * z;
+  float p = 1.0f / 9.0f;
+  p = p * z2 + 1.0f / 7.0f;
+  p = p * z2 + 1.0f / 5.0f;
+  p = p * z2 + 1.0f / 3.0f;
+  p = p * z2 + 1.0f;
+  return 2.0f * z * p + (big ? 0.693147180559945309f : 0.0f);
+}
+
+inline double log1p_unit(double u) {
+  const bool big = u > 0.41421356237309504880;
+  const double w = big ? (u - 1.0) * 0.5 : u;
+  const double z = w / (2.0 + w), z2 = z * z;
+  double p = 1.0 / 23.0;
+  p = p * z2 + 1.0 / 21.0;
+  p = p * z2 + 1.0 / 19.0;
+  p = p * z2 + 1.0 / 17.0;
+  p = p * z2 + 1.0 / 15.0;
+  p = p * z2 + 1.0 / 13.0;
+  p = p * z2 + 1.0 / 11.0;
+  p = p * z2 + 1.0 / 9.0;
+  p = p * z2 + 1.0 / 7.0;
+  p = p * z2 + 1.0 / 5.0;
+  p = p * z2 + 1.0 / 3.0;
+  p = p * z2 + 1.0;
+  return 2.0 * z * p + (big ? 0.69314718055994530942 : 0.0);
+}
+
+// log(exp(a) + exp(b)). Both -inf gives -inf; NaN in either gives NaN.
+template <typename T>
+inline T log_add(T a, T b) {
+  const T ninf = -std::numeric_limits<T>::infinity();
+  const T hi = a > b ? a : b;
+  const T diff = a > b ? b - a : a - b;  // <= 0
+  const T r = hi + log1p_unit(exp_nonpositive(diff));
+  return ((a == ninf) & (b == ninf)) ? ninf : r;  // `&`, not `&&`: no branch, so loops vectorise
+}
+
+// Backward over the interior cells s in [a, b] of one diagonal (a free function with restrict
+// pointers: inside Item::run GCC did not vectorise it). Cell s has occupation g = gx[s] + gy[s];
+// term1 = p1[s] + x1[s] gets the share exp(term1 - p[s]) of it and term2 the rest.
+template <typename T>
+void split_occupation(const T* __restrict__ gx, const T* __restrict__ gy, const T* __restrict__ p,
+                      const T* __restrict__ p1, const T* __restrict__ x1, T* __restrict__ gx1, T* __restrict__ gy2,
+                      int64_t a, int64_t b) {
+  for (int64_t s = a; s <= b; ++s) {
+    const T g = gx[s] + gy[s];
+    const T total = (p[s] - p[s] == T(0)) ? p[s] : T(0);
+    const T arg = p1[s] + x1[s] - total;
+    const T share = exp_nonpositive(arg > T(0) ? T(0) : arg);
+    const bool ok = share == share;
+    gx1[s] = ok ? share * g : T(0);
+    gy2[s] = ok ? (T(1) - share) * g : T(0);
+  }
+}
+
+// One item. px [S][T1] (T1 = T + 1 regular, T modified) and py [S+1][T] rows of this item.
+template <typename T>
+struct Item {
+  int64_t S, T1, Tn;        // px rows, px columns, py columns
+  bool modified;
+  int64_t sb, tb, se, te;   // box
+  int64_t Sb, Tb, D, W;     // box sizes, number of diagonals (0 .. Sb + Tb), row width (Sb + 2)
+  std::vector<T> X, Y, P, GX, GY;
+
+  // Row d (-1 .. D-1), column s' (-1 .. Sb).
+  int64_t at(int64_t d, int64_t s) const { return (d + 1) * W + (s + 1); }
+
+  void run(const T* px, const T* py, T* score, T* px_grad, T* py_grad) {
+    const T ninf = -std::numeric_limits<T>::infinity();
+    Sb = se - sb;
+    Tb = te - tb;
+    D = Sb + Tb + 1;
+    W = Sb + 2;
+    const size_t n = static_cast<size_t>((D + 1) * W);
+    X.assign(n, T(0));
+    Y.assign(n, T(0));
+    P.assign(n, ninf);
+    // px entries used in the box: rows s in [sb, se), columns t in [tb, te] (regular) or [tb, te)
+    // (modified: cell (s+1, t+1) reads px[s][t]).
+    const int64_t px_cols = modified ? Tb : Tb + 1;
+    for (int64_t s = 0; s < Sb; ++s)
+      for (int64_t t = 0; t < px_cols; ++t) X[at(s + t, s)] = px[(sb + s) * T1 + tb + t];
+    for (int64_t s = 0; s <= Sb; ++s)
+      for (int64_t t = 0; t < Tb; ++t) Y[at(s + t, s)] = py[(sb + s) * Tn + tb + t];
+
+    // Forward. Cell (s', t') on diagonal d: term1 from (s'-1, t') [regular, diagonal d-1] or
+    // (s'-1, t'-1) [modified, d-2] through X at the predecessor's position; term2 from (s', t'-1)
+    // through Y[d-1][s'].
+    const int64_t back = modified ? 2 : 1;
+    P[at(0, 0)] = T(0);
+    for (int64_t d = 1; d < D; ++d) {
+      const int64_t lo = d - Tb > 0 ? d - Tb : 0, hi = d < Sb ? d : Sb;
+      const T* __restrict__ p1 = &P[at(d - back, -1)];  // p1[s'] = P[d-back][s'-1]
+      const T* __restrict__ x1 = &X[at(d - back, -1)];
+      const T* __restrict__ p2 = &P[at(d - 1, 0)];
+      const T* __restrict__ y2 = &Y[at(d - 1, 0)];
+      T* __restrict__ out = &P[at(d, 0)];
+      for (int64_t s = lo; s <= hi; ++s) out[s] = log_add(p1[s] + x1[s], p2[s] + y2[s]);
+    }
+    *score = P[at(D - 1, Sb)];
+    if (px_grad == nullptr) return;
+
+    // Backward: occupation G of each cell, split between its two predecessors in proportion
+    // exp(term - p) (k2's rule: a non-finite p counts as 0, and a non-finite share sends nothing).
+    // The first row (s' = 0) sends everything through py, the first column through px (regular)
+    // or nothing (modified), as k2's edge loops do.
+    GX.assign(n, T(0));
+    GY.assign(n, T(0));
+    // The last cell's occupation is 1 (d score / d score). Its own py entry (s_end, t_end) is read by
+    // no cell of the box and is not copied back, so it can hold that 1.
+    GY[at(D - 1, Sb)] = T(1);
+    for (int64_t d = D - 1; d >= 1; --d) {
+      const int64_t lo = d - Tb > 0 ? d - Tb : 0, hi = d < Sb ? d : Sb;
+      const T* __restrict__ p1 = &P[at(d - back, -1)];
+      const T* __restrict__ x1 = &X[at(d - back, -1)];
+      const T* __restrict__ p = &P[at(d, 0)];
+      const T* __restrict__ gx = &GX[at(d, 0)];
+      const T* __restrict__ gy = &GY[at(d, 0)];
+      T* __restrict__ gx1 = &GX[at(d - back, -1)];  // gx1[s'] = GX[d-back][s'-1]: px entry of term1
+      T* __restrict__ gy2 = &GY[at(d - 1, 0)];      // gy2[s'] = GY[d-1][s']: py entry of term2
+      // Interior cells: s' in [max(lo, 1), min(hi, d - 1)] (not on the first row or column).
+      const int64_t a = lo > 1 ? lo : 1, b = hi < d - 1 ? hi : d - 1;
+      split_occupation(gx, gy, p, p1, x1, gx1, gy2, a, b);
+      if (lo == 0 && d <= Tb) {  // first row, cell (0, d): everything through py
+        gy2[0] = gx[0] + gy[0];
+      }
+      if (hi == d && d <= Sb) {  // first column, cell (d, 0)
+        if (!modified) gx1[d] = gx[d] + gy[d];
+      }
+    }
+    // Back to px / py layout; entries the box does not use stay 0.
+    for (int64_t s = 0; s < Sb; ++s)
+      for (int64_t t = 0; t < px_cols; ++t) px_grad[(sb + s) * T1 + tb + t] = GX[at(s + t, s)];
+    for (int64_t s = 0; s <= Sb; ++s)
+      for (int64_t t = 0; t < Tb; ++t) py_grad[(sb + s) * Tn + tb + t] = GY[at(s + t, s)];
+  }
+};
+
+}  // namespace
+
+void mutual_information_cpu(const at::Tensor& px, const at::Tensor& py, const at::Tensor& boundary, at::Tensor& scores,
+                            at::Tensor& px_grad, at::Tensor& py_grad) {
+  const int64_t B = px.size(0), S = px.size(1), T1 = px.size(2), Tn = py.size(2);
+  const bool modified = T1 == Tn;
+  const int64_t* box = boundary.data_ptr<int64_t>();
+  const bool grads = px_grad.defined();
+  AT_DISPATCH_FLOATING_TYPES(px.scalar_type(), "mutual_information_cpu", [&] {
+    const scalar_t* x = px.data_ptr<scalar_t>();
+    const scalar_t* y = py.data_ptr<scalar_t>();
+    scalar_t* out = scores.data_ptr<scalar_t>();
+    scalar_t* gx = grads ? px_grad.data_ptr<scalar_t>() : nullptr;
+    scalar_t* gy = grads ? py_grad.data_ptr<scalar_t>() : nullptr;
+    at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
+      Item<scalar_t> item;  // buffers reused across this thread's items
+      for (int64_t b = begin; b < end; ++b) {
+        item.S = S;
+        item.T1 = T1;
+        item.Tn = Tn;
+        item.modified = modified;
+        item.sb = box[4 * b];
+        item.tb = box[4 * b + 1];
+        item.se = box[4 * b + 2];
+        item.te = box[4 * b + 3];
+        item.run(x + b * S * T1, y + b * (S + 1) * Tn, out + b, grads ? gx + b * S * T1 : nullptr,
+                 grads ? gy + b * (S + 1) * Tn : nullptr);
+      }
+    });
+  });
+}
+
+}  // namespace wavetrain::losses::detail

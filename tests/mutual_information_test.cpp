@@ -1,0 +1,213 @@
+// The mutual-information recursion against k2/fast_rnnt's outputs (tests/data/reference/
+// mi_rnnt_vectors.json, copied from shared/reference: fast_rnnt 83e4637, CPU, inputs float32 from
+// fixed seeds, outputs in float64), for the CPU kernel and the portable implementation, plus the
+// invariants: gradient sums, gradcheck, -inf and NaN, empty sequences, errors, a second backward.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "losses/mutual_information.h"
+#include "tests/reference_json.h"
+
+namespace wavetrain::losses {
+namespace {
+
+using wavetrain::testing::json_tensor;
+using wavetrain::testing::load_json;
+using wavetrain::testing::max_relative_error;
+
+const nlohmann::json& cases() {
+  static const nlohmann::json j = load_json(std::string(WAVETRAIN_TEST_DATA) + "/reference/mi_rnnt_vectors.json");
+  return j["cases"];
+}
+
+struct Setting {
+  MiImplementation implementation;
+  at::ScalarType dtype;
+  double tolerance;
+  std::string name() const {
+    return std::string(implementation == MiImplementation::kCpu ? "cpu" : "portable") +
+           (dtype == at::kFloat ? "_f32" : "_f64");
+  }
+};
+
+class MiReference : public ::testing::TestWithParam<Setting> {};
+
+TEST_P(MiReference, MatchesK2) {
+  const Setting st = GetParam();
+  int checked = 0;
+  for (const nlohmann::json& c : cases()) {
+    if (c["kind"] != "mutual_information_recursion") continue;
+    const std::string name = c["name"];
+    const at::Tensor px = json_tensor(c["px"], st.dtype), py = json_tensor(c["py"], st.dtype);
+    std::optional<at::Tensor> boundary;
+    if (!c["boundary"].is_null()) boundary = json_tensor(c["boundary"], at::kLong);
+    const MutualInformation mi = mutual_information_with_grad(px, py, boundary, st.implementation);
+    const at::Tensor scores = json_tensor(st.dtype == at::kFloat ? c["scores_f32"] : c["scores"]);
+    EXPECT_LE(max_relative_error(mi.scores, scores, 1e-30), st.tolerance) << name << "\n" << mi.scores << scores;
+    EXPECT_LE(max_relative_error(mi.px_grad, json_tensor(c["px_grad"])), st.tolerance) << name << "\n" << mi.px_grad;
+    EXPECT_LE(max_relative_error(mi.py_grad, json_tensor(c["py_grad"])), st.tolerance) << name << "\n" << mi.py_grad;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 7);
+}
+
+INSTANTIATE_TEST_SUITE_P(Implementations, MiReference,
+                         ::testing::Values(Setting{MiImplementation::kCpu, at::kFloat, 1e-5},
+                                           Setting{MiImplementation::kCpu, at::kDouble, 1e-9},
+                                           Setting{MiImplementation::kPortable, at::kFloat, 1e-5},
+                                           Setting{MiImplementation::kPortable, at::kDouble, 1e-9}),
+                         [](const auto& info) { return info.param.name(); });
+
+// Random px, py and boundaries for the invariant tests.
+struct Problem {
+  at::Tensor px, py, boundary;
+};
+
+Problem random_problem(int64_t B, int64_t S, int64_t T, bool modified, at::ScalarType dtype, uint64_t seed) {
+  at::manual_seed(seed);
+  Problem p;
+  p.px = at::randn({B, S, modified ? T : T + 1}, dtype);
+  p.py = at::randn({B, S + 1, T}, dtype);
+  p.boundary = at::zeros({B, 4}, at::kLong);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t sb = b % 2, tb = b % 3;
+    const int64_t se = std::max(sb, S - b % 3), te = std::max(tb, T - b % 4);
+    p.boundary[b][0] = sb;
+    p.boundary[b][1] = tb;
+    p.boundary[b][2] = se;
+    p.boundary[b][3] = modified ? std::max(te, tb + (se - sb)) : te;
+  }
+  return p;
+}
+
+TEST(MutualInformation, CpuKernelEqualsPortableOnLargerProblems) {
+  for (bool modified : {false, true}) {
+    const Problem p = random_problem(7, 23, 41, modified, at::kDouble, 11);
+    const MutualInformation a = mutual_information_with_grad(p.px, p.py, p.boundary, MiImplementation::kCpu);
+    const MutualInformation b = mutual_information_with_grad(p.px, p.py, p.boundary, MiImplementation::kPortable);
+    EXPECT_LE(max_relative_error(a.scores, b.scores, 1e-30), 1e-12) << modified;
+    EXPECT_LE(max_relative_error(a.px_grad, b.px_grad), 1e-12) << modified;
+    EXPECT_LE(max_relative_error(a.py_grad, b.py_grad), 1e-12) << modified;
+  }
+}
+
+TEST(MutualInformation, GradientsAreOccupationProbabilities) {
+  for (bool modified : {false, true}) {
+    const Problem p = random_problem(6, 9, 15, modified, at::kDouble, 12);
+    const MutualInformation mi = mutual_information_with_grad(p.px, p.py, p.boundary);
+    const at::Tensor box = p.boundary;
+    for (int64_t b = 0; b < 6; ++b) {
+      const int64_t sb = box[b][0].item<int64_t>(), tb = box[b][1].item<int64_t>();
+      const int64_t se = box[b][2].item<int64_t>(), te = box[b][3].item<int64_t>();
+      const double px_sum = mi.px_grad[b].sum().item<double>(), py_sum = mi.py_grad[b].sum().item<double>();
+      EXPECT_NEAR(px_sum, static_cast<double>(se - sb), 1e-10) << b;
+      if (!modified) {
+        EXPECT_NEAR(px_sum + py_sum, static_cast<double>(se - sb + te - tb), 1e-10) << b;
+      }
+      EXPECT_GE(mi.px_grad[b].min().item<double>(), 0.0);
+      // Zero outside the box.
+      const at::Tensor outside_px = mi.px_grad[b].clone();
+      outside_px.narrow(0, sb, se - sb).narrow(1, tb, te - tb + (modified ? 0 : 1)).zero_();
+      EXPECT_EQ(outside_px.abs().max().item<double>(), 0.0) << b;
+      const at::Tensor outside_py = mi.py_grad[b].clone();
+      outside_py.narrow(0, sb, se - sb + 1).narrow(1, tb, te - tb).zero_();
+      EXPECT_EQ(outside_py.abs().max().item<double>(), 0.0) << b;
+    }
+  }
+}
+
+TEST(MutualInformation, GradcheckInFloat64) {
+  for (bool modified : {false, true}) {
+    const Problem p = random_problem(3, 3, 5, modified, at::kDouble, 13);
+    const MutualInformation mi = mutual_information_with_grad(p.px, p.py, p.boundary);
+    const at::Tensor weights = at::tensor({0.7, -1.3, 2.1}, at::kDouble);  // d(weights . scores)
+    const double h = 1e-6;
+    for (int which = 0; which < 2; ++which) {
+      const at::Tensor& x = which == 0 ? p.px : p.py;
+      const at::Tensor analytic = (which == 0 ? mi.px_grad : mi.py_grad) * weights.view({3, 1, 1});
+      at::Tensor numeric = at::empty_like(x);
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        at::Tensor up = x.clone(), down = x.clone();
+        up.view({-1})[i] += h;
+        down.view({-1})[i] -= h;
+        auto f = [&](const at::Tensor& v) {
+          const at::Tensor s = which == 0 ? mutual_information_recursion(v, p.py, p.boundary)
+                                          : mutual_information_recursion(p.px, v, p.boundary);
+          return (s * weights).sum().item<double>();
+        };
+        numeric.view({-1})[i] = (f(up) - f(down)) / (2 * h);
+      }
+      EXPECT_LE((analytic - numeric).abs().max().item<double>(), 1e-8) << modified << " " << which;
+    }
+  }
+}
+
+TEST(MutualInformation, AutogradAndSecondBackward) {
+  const Problem p = random_problem(4, 5, 8, false, at::kDouble, 14);
+  const at::Tensor px = p.px.clone().requires_grad_(true), py = p.py.clone().requires_grad_(true);
+  const at::Tensor scores = mutual_information_recursion(px, py, p.boundary);
+  const at::Tensor w = at::tensor({1.0, 2.0, -1.0, 0.5}, at::kDouble);
+  (scores * w).sum().backward({}, /*retain_graph=*/true);
+  const at::Tensor first = px.grad().clone();
+  (scores * w).sum().backward();  // fast_rnnt scales its saved gradients in place here
+  EXPECT_LE((px.grad() - 2 * first).abs().max().item<double>(), 1e-12);
+  const MutualInformation mi = mutual_information_with_grad(p.px, p.py, p.boundary);
+  EXPECT_LE((first - mi.px_grad * w.view({4, 1, 1})).abs().max().item<double>(), 1e-12);
+}
+
+TEST(MutualInformation, InfinitiesNanAndLowPrecision) {
+  const double ninf = -std::numeric_limits<double>::infinity();
+  Problem p = random_problem(2, 3, 4, false, at::kDouble, 15);
+  // px's last column -inf (get_rnnt_logprobs): finite scores, no gradient there.
+  at::Tensor px = p.px.clone();
+  px.select(2, 4).fill_(ninf);
+  MutualInformation mi = mutual_information_with_grad(px, p.py);
+  EXPECT_TRUE(at::isfinite(mi.scores).all().item<bool>());
+  EXPECT_EQ(mi.px_grad.select(2, 4).abs().max().item<double>(), 0.0);
+  // A NaN on a path makes the score NaN.
+  at::Tensor py = p.py.clone();
+  py[1][2][1] = std::numeric_limits<double>::quiet_NaN();
+  for (MiImplementation impl : {MiImplementation::kCpu, MiImplementation::kPortable}) {
+    const at::Tensor s = mutual_information_recursion(p.px, py, std::nullopt, impl);
+    EXPECT_FALSE(std::isnan(s[0].item<double>()));
+    EXPECT_TRUE(std::isnan(s[1].item<double>()));
+  }
+  // Half and bfloat16 are computed in float32 and returned in their own type.
+  for (at::ScalarType low : {at::kHalf, at::kBFloat16}) {
+    const MutualInformation m = mutual_information_with_grad(p.px.to(low), p.py.to(low));
+    EXPECT_EQ(m.scores.scalar_type(), low);
+    EXPECT_EQ(m.px_grad.scalar_type(), low);
+    const at::Tensor reference = mutual_information_recursion(p.px.to(low).to(at::kFloat), p.py.to(low).to(at::kFloat));
+    EXPECT_LE(max_relative_error(m.scores, reference.to(low), 1e-30), 0.0);
+  }
+}
+
+TEST(MutualInformation, ErrorsNameTheItemAndTheRule) {
+  const Problem p = random_problem(2, 3, 4, false, at::kDouble, 16);
+  auto message = [&](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message([&] { mutual_information_recursion(p.px, p.py.narrow(1, 0, 3)); }),
+            "mutual_information_recursion: py must be [B][S+1][T] = [2][4][T] for px [2, 3, 5], got [2, 3, 4]");
+  EXPECT_EQ(message([&] { mutual_information_recursion(p.px.narrow(2, 0, 3), p.py); }),
+            "mutual_information_recursion: px's last dimension must be T+1 (regular) or T (modified) with T = 4 "
+            "from py, got 3");
+  const at::Tensor bad = at::tensor({0, 0, 3, 4, 1, 2, 3, 5}, at::kLong).view({2, 4});
+  EXPECT_EQ(message([&] { mutual_information_recursion(p.px, p.py, bad); }),
+            "mutual_information_recursion: boundary[1] = (1, 2, 3, 5) breaks 0 <= t_begin <= t_end <= T = 4");
+  EXPECT_EQ(message([&] { mutual_information_recursion(p.px, p.py, bad.to(at::kInt)); }),
+            "mutual_information_recursion: boundary must be int64, got Int");
+}
+
+}  // namespace
+}  // namespace wavetrain::losses
