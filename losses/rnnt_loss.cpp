@@ -1,0 +1,375 @@
+// RNN-T losses (definitions in rnnt_loss.h), following k2's rnnt_loss.py step by step so that the
+// numbers agree; the differences are in what is allowed (S = 0), what is checked (per item, with
+// messages) and that nothing is modified in place.
+#include "losses/rnnt_loss.h"
+
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "losses/mutual_information.h"
+
+namespace wavetrain::losses {
+namespace {
+
+const double kNegInf = -std::numeric_limits<double>::infinity();
+
+[[noreturn]] void fail(const char* where, const std::string& message) {
+  throw std::invalid_argument(std::string(where) + ": " + message);
+}
+
+const char* type_name(RnntType t) {
+  return t == RnntType::kRegular ? "regular" : t == RnntType::kModified ? "modified" : "constrained";
+}
+
+// Half and bfloat16 are computed in float32.
+at::Tensor lifted(const at::Tensor& x) {
+  return (x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16) ? x.to(at::kFloat) : x;
+}
+
+double tiny(const at::Tensor& x) {  // torch.finfo(dtype).tiny
+  return x.scalar_type() == at::kDouble ? std::numeric_limits<double>::min() : std::numeric_limits<float>::min();
+}
+
+void check_symbols(const char* where, const at::Tensor& symbols, int64_t B, int64_t S, int64_t C,
+                   int64_t termination_symbol) {
+  if (symbols.dim() != 2 || symbols.size(0) != B || symbols.size(1) != S)
+    fail(where, "symbols must be [B][S] = [" + std::to_string(B) + "][" + std::to_string(S) + "], got " +
+                    c10::str(symbols.sizes()));
+  if (symbols.scalar_type() != at::kLong) fail(where, "symbols must be int64");
+  if (termination_symbol < 0 || termination_symbol >= C)
+    fail(where, "termination_symbol " + std::to_string(termination_symbol) + " is not in [0, C = " + std::to_string(C) + ")");
+  if (symbols.numel() == 0) return;
+  const at::Tensor bad = ((symbols < 0) | (symbols >= C)).any(1).cpu();
+  for (int64_t b = 0; b < B; ++b)
+    if (bad[b].item<bool>())
+      fail(where, "item " + std::to_string(b) + " has a symbol outside [0, C = " + std::to_string(C) + "): " +
+                      c10::str(symbols[b].cpu().min().item<int64_t>()) + " .. " +
+                      c10::str(symbols[b].cpu().max().item<int64_t>()));
+}
+
+// Modified and constrained transducers emit at most one symbol per frame: an item needs at least
+// as many frames as symbols, or it has no path at all.
+void check_frames(const char* where, RnntType type, const std::optional<at::Tensor>& boundary, int64_t S, int64_t T) {
+  if (type == RnntType::kRegular) return;
+  if (!boundary) {
+    if (S > T)
+      fail(where, std::string("rnnt_type ") + type_name(type) + " needs T >= S, and every item has S = " +
+                      std::to_string(S) + " symbols but T = " + std::to_string(T) + " frames");
+    return;
+  }
+  const at::Tensor b = boundary->cpu();
+  for (int64_t i = 0; i < b.size(0); ++i) {
+    const int64_t s = b[i][2].item<int64_t>() - b[i][0].item<int64_t>(), t = b[i][3].item<int64_t>() - b[i][1].item<int64_t>();
+    if (s > t)
+      fail(where, std::string("rnnt_type ") + type_name(type) + " needs T >= S in every item; item " + std::to_string(i) +
+                      " has S = " + std::to_string(s) + " symbols and T = " + std::to_string(t) + " frames (boundary[" +
+                      std::to_string(i) + "])");
+  }
+}
+
+void check_boundary_shape(const char* where, const std::optional<at::Tensor>& boundary, int64_t B) {
+  if (boundary && (boundary->dim() != 2 || boundary->size(0) != B || boundary->size(1) != 4))
+    fail(where, "boundary must be [B][4] = [" + std::to_string(B) + "][4], got " + c10::str(boundary->sizes()));
+}
+
+// Regular RNN-T with a boundary: px[b][:][t_end] must be -inf (no symbol after the last frame).
+at::Tensor fix_for_boundary(const at::Tensor& px, const std::optional<at::Tensor>& boundary) {
+  if (!boundary) return px;
+  const int64_t B = px.size(0), S = px.size(1), T1 = px.size(2);
+  const at::Tensor index = boundary->select(1, 3).to(px.device()).reshape({B, 1, 1}).expand({B, S, T1});
+  return px.scatter(2, index, kNegInf);
+}
+
+// The last step shared by every get_rnnt_logprobs*: -inf after each item's last frame (regular) or
+// the blank folded into the symbol (constrained).
+RnntLogprobs finish(at::Tensor px, const at::Tensor& py, const std::optional<at::Tensor>& boundary, RnntType type) {
+  if (type == RnntType::kRegular) px = fix_for_boundary(px, boundary);
+  if (type == RnntType::kConstrained) px = px + py.narrow(1, 1, px.size(1));
+  return {px, py};
+}
+
+// k2's delay penalty: px[b][s][t] += delay_penalty * ((T_b - 1) / 2 - t), rewarding early symbols.
+at::Tensor penalize_delay(const at::Tensor& px, const std::optional<at::Tensor>& boundary, RnntType type,
+                          double delay_penalty) {
+  if (!(delay_penalty > 0.0)) return px;
+  const int64_t B = px.size(0), T0 = px.size(2);
+  const int64_t T = type == RnntType::kRegular ? T0 - 1 : T0;
+  const at::TensorOptions options = px.options();
+  const at::Tensor offset = boundary ? (boundary->select(1, 3).to(options) - 1.0) / 2.0
+                                     : at::full({B}, static_cast<double>(T - 1) / 2.0, options);
+  const at::Tensor penalty = offset.reshape({B, 1, 1}) - at::arange(T0, options).reshape({1, 1, T0});
+  return px + penalty * delay_penalty;
+}
+
+at::Tensor reduce(const at::Tensor& negated, Reduction r) {
+  switch (r) {
+    case Reduction::kNone: return -negated;
+    case Reduction::kSum: return -negated.sum();
+    default: return -negated.mean();
+  }
+}
+
+// px_am[b][s][t] = am[b][t][symbols[b][s]] as [B][S][T] (a gather of T x S values, not of C).
+at::Tensor symbol_logits(const at::Tensor& am, const at::Tensor& symbols) {
+  const int64_t B = am.size(0), T = am.size(1), S = symbols.size(1);
+  return at::gather(am, 2, symbols.unsqueeze(1).expand({B, T, S})).transpose(1, 2);
+}
+
+at::Tensor append_neg_inf_column(const at::Tensor& x) {
+  return at::cat({x, at::full({x.size(0), x.size(1), 1}, kNegInf, x.options())}, 2);
+}
+
+// x[:, :, :T] - normalizers for px of either type (the regular extra column stays as it is).
+at::Tensor subtract_normalizers(const at::Tensor& px, const at::Tensor& normalizers, int64_t T) {
+  if (px.size(2) == T) return px - normalizers;
+  return at::cat({px.narrow(2, 0, T) - normalizers, px.narrow(2, T, px.size(2) - T)}, 2);
+}
+
+struct LmAm {
+  int64_t B, S, T, C;
+};
+
+LmAm check_lm_am(const char* where, const at::Tensor& lm, const at::Tensor& am, const at::Tensor& symbols,
+                 int64_t termination_symbol, const std::optional<at::Tensor>& boundary, RnntType type) {
+  if (lm.dim() != 3 || lm.size(1) < 1) fail(where, "lm must be [B][S+1][C], got " + c10::str(lm.sizes()));
+  if (am.dim() != 3) fail(where, "am must be [B][T][C], got " + c10::str(am.sizes()));
+  if (lm.size(0) != am.size(0) || lm.size(2) != am.size(2))
+    fail(where, "lm " + c10::str(lm.sizes()) + " and am " + c10::str(am.sizes()) + " must agree in B and C");
+  const LmAm d{am.size(0), lm.size(1) - 1, am.size(1), am.size(2)};
+  check_symbols(where, symbols, d.B, d.S, d.C, termination_symbol);
+  check_boundary_shape(where, boundary, d.B);
+  check_frames(where, type, boundary, d.S, d.T);
+  return d;
+}
+
+MutualInformation recursion(const RnntLogprobs& lp, const RnntOptions& o, bool with_grad) {
+  const at::Tensor px = penalize_delay(lp.px, o.boundary, o.rnnt_type, o.delay_penalty);
+  if (with_grad) return mutual_information_with_grad(px, lp.py, o.boundary);
+  MutualInformation mi;
+  mi.scores = mutual_information_recursion(px, lp.py, o.boundary);
+  return mi;
+}
+
+RnntLossWithGrad loss_from(const RnntLogprobs& lp, const RnntOptions& o, bool with_grad, at::ScalarType type) {
+  const MutualInformation mi = recursion(lp, o, with_grad);
+  return {reduce(mi.scores, o.reduction).to(type), mi.px_grad, mi.py_grad};
+}
+
+}  // namespace
+
+RnntLogprobs get_rnnt_logprobs(const at::Tensor& lm_in, const at::Tensor& am_in, const at::Tensor& symbols,
+                               int64_t termination_symbol, const std::optional<at::Tensor>& boundary, RnntType type) {
+  const LmAm d = check_lm_am("get_rnnt_logprobs", lm_in, am_in, symbols, termination_symbol, boundary, type);
+  const at::Tensor lm = lifted(lm_in), am = lifted(am_in);
+  // Subtracting the maxima keeps exp() in range; they are added back to the normalisers.
+  const at::Tensor am_max = std::get<0>(am.max(2, true));  // [B][T][1]
+  const at::Tensor lm_max = std::get<0>(lm.max(2, true));  // [B][S+1][1]
+  const at::Tensor am_probs = (am - am_max).exp(), lm_probs = (lm - lm_max).exp();
+  const at::Tensor normalizers =
+      (at::matmul(lm_probs, am_probs.transpose(1, 2)) + tiny(am)).log() + lm_max + am_max.transpose(1, 2);  // [B][S+1][T]
+  at::Tensor px = symbol_logits(am, symbols);  // [B][S][T]
+  if (type == RnntType::kRegular) px = append_neg_inf_column(px);  // [B][S][T+1], -inf at T
+  px = px + at::gather(lm.narrow(1, 0, d.S), 2, symbols.unsqueeze(-1));  // + lm[b][s][symbols[b][s]]
+  px = subtract_normalizers(px, normalizers.narrow(1, 0, d.S), d.T);
+  const at::Tensor py = am.select(2, termination_symbol).unsqueeze(1) + lm.select(2, termination_symbol).unsqueeze(2) -
+                        normalizers;  // [B][S+1][T]
+  return finish(px, py, boundary, type);
+}
+
+at::Tensor rnnt_loss_simple(const at::Tensor& lm, const at::Tensor& am, const at::Tensor& symbols, const RnntOptions& o) {
+  return loss_from(get_rnnt_logprobs(lm, am, symbols, o.termination_symbol, o.boundary, o.rnnt_type), o, false,
+                   am.scalar_type())
+      .loss;
+}
+
+RnntLossWithGrad rnnt_loss_simple_with_grad(const at::Tensor& lm, const at::Tensor& am, const at::Tensor& symbols,
+                                            const RnntOptions& o) {
+  return loss_from(get_rnnt_logprobs(lm, am, symbols, o.termination_symbol, o.boundary, o.rnnt_type), o, true,
+                   am.scalar_type());
+}
+
+RnntLogprobs get_rnnt_logprobs_smoothed(const at::Tensor& lm_in, const at::Tensor& am_in, const at::Tensor& symbols,
+                                        int64_t termination_symbol, double lm_only_scale, double am_only_scale,
+                                        const std::optional<at::Tensor>& boundary, RnntType type) {
+  const LmAm d = check_lm_am("get_rnnt_logprobs_smoothed", lm_in, am_in, symbols, termination_symbol, boundary, type);
+  const at::Tensor lm = lifted(lm_in), am = lifted(am_in);
+  const int64_t B = d.B, S = d.S, T = d.T, C = d.C;
+  const at::Tensor am_max = std::get<0>(am.max(2, true));  // [B][T][1]
+  const at::Tensor lm_max = std::get<0>(lm.max(2, true));  // [B][S+1][1]
+  const at::Tensor am_probs = (am - am_max).exp(), lm_probs = (lm - lm_max).exp();
+  const at::Tensor normalizers =
+      (at::matmul(lm_probs, am_probs.transpose(1, 2)) + tiny(lm)).log() + lm_max + am_max.transpose(1, 2);  // [B][S+1][T]
+
+  // LM only: each context's own softmax. AM only: the AM against a unigram LM, the LM's
+  // distribution averaged over every context of the batch.
+  const at::Tensor lm_sums = lm_probs.sum(2, true);                                             // [B][S+1][1]
+  const at::Tensor unigram = (lm_probs / lm_sums).mean(at::IntArrayRef{0, 1}, true) + tiny(lm);  // [1][1][C]
+  const at::Tensor amonly_normalizers =
+      (at::mv(am_probs.reshape({-1, C}), unigram.reshape({C})).reshape({B, T, 1}).log() + am_max).transpose(1, 2);  // [B][1][T]
+  const at::Tensor log_unigram = unigram.log();
+  const at::Tensor lmonly_normalizers = lm_sums.log() + lm_max;  // [B][S+1][1]
+
+  at::Tensor px_am = symbol_logits(am, symbols);  // [B][S][T]
+  if (type == RnntType::kRegular) px_am = append_neg_inf_column(px_am);
+  const at::Tensor px_lm = at::gather(lm.narrow(1, 0, S), 2, symbols.unsqueeze(-1));                     // [B][S][1]
+  const at::Tensor px_lm_unigram = at::gather(log_unigram.expand({B, S, C}), 2, symbols.unsqueeze(-1));  // [B][S][1]
+  const at::Tensor px = subtract_normalizers(px_am + px_lm, normalizers.narrow(1, 0, S), T);
+  const at::Tensor px_amonly = subtract_normalizers(px_am + px_lm_unigram, amonly_normalizers, T);
+  const at::Tensor px_lmonly = px_lm - lmonly_normalizers.narrow(1, 0, S);
+
+  const at::Tensor py_am = am.select(2, termination_symbol).unsqueeze(1);  // [B][1][T]
+  const at::Tensor py_lm = lm.select(2, termination_symbol).unsqueeze(2);  // [B][S+1][1]
+  const at::Tensor py = py_am + py_lm - normalizers;
+  const at::Tensor py_amonly = py_am + log_unigram.select(2, termination_symbol).reshape({1, 1, 1}) - amonly_normalizers;
+  const at::Tensor py_lmonly = py_lm - lmonly_normalizers;
+
+  const double combined = 1.0 - lm_only_scale - am_only_scale;
+  // A zero scale would multiply -inf entries by 0 (NaN); k2 uses 1e-20 instead.
+  const double lm_scale = lm_only_scale == 0.0 ? 1e-20 : lm_only_scale;
+  const double am_scale = am_only_scale == 0.0 ? 1e-20 : am_only_scale;
+  const at::Tensor px_interp = px * combined + px_lmonly * lm_scale + px_amonly * am_scale;
+  const at::Tensor py_interp = py * combined + py_lmonly * lm_scale + py_amonly * am_scale;
+  return finish(px_interp, py_interp, boundary, type);
+}
+
+at::Tensor rnnt_loss_smoothed(const at::Tensor& lm, const at::Tensor& am, const at::Tensor& symbols,
+                              double lm_only_scale, double am_only_scale, const RnntOptions& o) {
+  const RnntLogprobs lp = get_rnnt_logprobs_smoothed(lm, am, symbols, o.termination_symbol, lm_only_scale, am_only_scale,
+                                                     o.boundary, o.rnnt_type);
+  return loss_from(lp, o, false, am.scalar_type()).loss;
+}
+
+RnntLossWithGrad rnnt_loss_smoothed_with_grad(const at::Tensor& lm, const at::Tensor& am, const at::Tensor& symbols,
+                                              double lm_only_scale, double am_only_scale, const RnntOptions& o) {
+  const RnntLogprobs lp = get_rnnt_logprobs_smoothed(lm, am, symbols, o.termination_symbol, lm_only_scale, am_only_scale,
+                                                     o.boundary, o.rnnt_type);
+  return loss_from(lp, o, true, am.scalar_type());
+}
+
+at::Tensor get_rnnt_prune_ranges(const at::Tensor& px_grad, const at::Tensor& py_grad_in, const at::Tensor& boundary,
+                                 int64_t s_range) {
+  const char* where = "get_rnnt_prune_ranges";
+  if (px_grad.dim() != 3 || py_grad_in.dim() != 3)
+    fail(where, "px_grad must be [B][S][T or T+1] and py_grad [B][S+1][T], got " + c10::str(px_grad.sizes()) + " and " +
+                    c10::str(py_grad_in.sizes()));
+  const int64_t B = px_grad.size(0), S = px_grad.size(1), T1 = px_grad.size(2), T = py_grad_in.size(2), S1 = S + 1;
+  if (py_grad_in.size(0) != B || py_grad_in.size(1) != S1 || (T1 != T && T1 != T + 1))
+    fail(where, "px_grad " + c10::str(px_grad.sizes()) + " and py_grad " + c10::str(py_grad_in.sizes()) +
+                    " do not fit [B][S][T or T+1] and [B][S+1][T]");
+  check_boundary_shape(where, boundary, B);
+  if (s_range > S) s_range = S + 1;  // no pruning: every symbol position is kept
+  const bool modified = T1 == T;
+  if (S > 0 && s_range < (modified ? 1 : 2))
+    fail(where, "s_range must be at least " + std::string(modified ? "1 (modified)" : "2 (regular)") +
+                    " or no path survives the pruning, got " + std::to_string(s_range));
+  const at::Tensor py_grad = py_grad_in.contiguous();
+  const at::Tensor b = boundary.to(px_grad.device());
+
+  // The occupation of s_range consecutive positions starting at s, minus what leaves the block
+  // through the symbol just before it: the block start that keeps the most of the path mass.
+  const at::Tensor blocks = py_grad.as_strided({B, S1 - s_range + 1, s_range, T}, {S1 * T, T, T, 1}).sum(2);
+  const at::Tensor px_pad = at::cat({at::zeros({B, 1, T1}, px_grad.options()), px_grad}, 1);  // [B][S1][T1]
+  const at::Tensor final_grad = blocks - px_pad.narrow(1, 0, S1 - s_range + 1).narrow(2, 0, T);
+  at::Tensor s_begin = at::argmax(final_grad, 1);  // [B][T]
+
+  // Past an item's frames, and on its last frame, the block must end at its last symbol.
+  const at::Tensor frames = at::arange(T, s_begin.options()).reshape({1, T}).expand({B, T});
+  const at::Tensor before_last = frames < b.select(1, 3).reshape({B, 1}) - 1;
+  const at::Tensor padding = (b.select(1, 2).reshape({B, 1}) - s_range + 1).clamp_min(0);
+  s_begin = at::where(before_last, s_begin, padding);
+
+  // Monotonic, starting at 0, and advancing by less than the range per frame (modified: by at most
+  // one symbol), so that consecutive blocks overlap as a path needs (k2's construction: a running
+  // minimum from the right, applied before and after the transform x -> (range - 1) t - x).
+  const int64_t step = modified ? 2 : s_range;
+  auto suffix_min = [](const at::Tensor& x) { return std::get<0>(at::cummin(x.flip({1}), 1)).flip({1}); };
+  const at::Tensor ramp = (step - 1) * at::arange(T, s_begin.options()).reshape({1, T});
+  s_begin = suffix_min(s_begin);
+  s_begin = suffix_min(ramp - s_begin).clamp_min(0);
+  s_begin = ramp - s_begin;
+  return s_begin.reshape({B, T, 1}).expand({B, T, s_range}) + at::arange(s_range, s_begin.options());
+}
+
+std::pair<at::Tensor, at::Tensor> do_rnnt_pruning(const at::Tensor& am, const at::Tensor& lm, const at::Tensor& ranges) {
+  const char* where = "do_rnnt_pruning";
+  if (am.dim() != 3 || lm.dim() != 3 || ranges.dim() != 3)
+    fail(where, "needs am [B][T][C], lm [B][S+1][C] and ranges [B][T][s_range]");
+  const int64_t B = ranges.size(0), T = ranges.size(1), s_range = ranges.size(2), S1 = lm.size(1), C = lm.size(2);
+  if (am.size(0) != B || lm.size(0) != B || am.size(1) != T || am.size(2) != C)
+    fail(where, "am " + c10::str(am.sizes()) + ", lm " + c10::str(lm.sizes()) + " and ranges " + c10::str(ranges.sizes()) +
+                    " disagree in B, T or C");
+  const at::Tensor am_pruned = am.unsqueeze(2).expand({B, T, s_range, C});
+  const at::Tensor lm_pruned = at::gather(lm.unsqueeze(1).expand({B, T, S1, C}), 2,
+                                          ranges.reshape({B, T, s_range, 1}).expand({B, T, s_range, C}));
+  return {am_pruned, lm_pruned};
+}
+
+RnntLogprobs get_rnnt_logprobs_pruned(const at::Tensor& logits_in, const at::Tensor& symbols, const at::Tensor& ranges,
+                                      int64_t termination_symbol, const std::optional<at::Tensor>& boundary,
+                                      RnntType type) {
+  const char* where = "get_rnnt_logprobs_pruned";
+  if (logits_in.dim() != 4) fail(where, "logits must be [B][T][s_range][C], got " + c10::str(logits_in.sizes()));
+  const at::Tensor logits = lifted(logits_in);
+  const int64_t B = logits.size(0), T = logits.size(1), s_range = logits.size(2), C = logits.size(3);
+  if (!ranges.sizes().equals({B, T, s_range}))
+    fail(where, "ranges must be [B][T][s_range] = " + c10::str(logits.sizes().slice(0, 3)) + ", got " +
+                    c10::str(ranges.sizes()));
+  if (symbols.dim() != 2) fail(where, "symbols must be [B][S], got " + c10::str(symbols.sizes()));
+  const int64_t S = symbols.size(1);
+  check_symbols(where, symbols, B, S, C, termination_symbol);
+  check_boundary_shape(where, boundary, B);
+  check_frames(where, type, boundary, S, T);
+  if (s_range > S + 1) fail(where, "s_range " + std::to_string(s_range) + " exceeds S + 1 = " + std::to_string(S + 1));
+
+  const at::Tensor normalizers = at::logsumexp(logits, 3);  // [B][T][s_range]
+  const at::Tensor with_blank = at::cat({symbols, at::full({B, 1}, termination_symbol, symbols.options())}, 1);
+  const at::Tensor pruned_symbols = at::gather(with_blank.unsqueeze(1).expand({B, T, S + 1}), 2, ranges);  // [B][T][s_range]
+  // Values for positions ranges[b][t][0] .. + s_range - 1 put in place in a row of S + 1, -inf elsewhere.
+  const at::Tensor shifts = ranges.select(2, 0);
+  auto place = [&](const at::Tensor& v) {  // [B][T][s_range] -> [B][T][S+1]
+    const at::Tensor padded = at::cat({v, at::full({B, T, S + 1 - s_range}, kNegInf, v.options())}, 2);
+    const at::Tensor index = at::remainder(at::arange(S + 1, ranges.options()).reshape({1, 1, S + 1}) - shifts.unsqueeze(2), S + 1);
+    return at::gather(padded, 2, index);
+  };
+  const at::Tensor px_values = at::gather(logits, 3, pruned_symbols.unsqueeze(3)).squeeze(3) - normalizers;
+  at::Tensor px = place(px_values).narrow(2, 0, S).permute({0, 2, 1});  // [B][S][T]
+  if (type == RnntType::kRegular) px = append_neg_inf_column(px);
+  const at::Tensor py = place(logits.select(3, termination_symbol) - normalizers).permute({0, 2, 1});  // [B][S+1][T]
+  return finish(px, py, boundary, type);
+}
+
+at::Tensor rnnt_loss_pruned(const at::Tensor& logits, const at::Tensor& symbols, const at::Tensor& ranges,
+                            const RnntOptions& o) {
+  return loss_from(get_rnnt_logprobs_pruned(logits, symbols, ranges, o.termination_symbol, o.boundary, o.rnnt_type), o,
+                   false, logits.scalar_type())
+      .loss;
+}
+
+RnntLogprobs get_rnnt_logprobs_joint(const at::Tensor& logits_in, const at::Tensor& symbols, int64_t termination_symbol,
+                                     const std::optional<at::Tensor>& boundary, RnntType type) {
+  const char* where = "get_rnnt_logprobs_joint";
+  if (logits_in.dim() != 4 || logits_in.size(2) < 1)
+    fail(where, "logits must be [B][T][S+1][C], got " + c10::str(logits_in.sizes()));
+  const at::Tensor logits = lifted(logits_in);
+  const int64_t B = logits.size(0), T = logits.size(1), S = logits.size(2) - 1, C = logits.size(3);
+  check_symbols(where, symbols, B, S, C, termination_symbol);
+  check_boundary_shape(where, boundary, B);
+  check_frames(where, type, boundary, S, T);
+  const at::Tensor normalizers = at::logsumexp(logits, 3).permute({0, 2, 1});  // [B][S+1][T]
+  at::Tensor px = at::gather(logits.narrow(2, 0, S), 3, symbols.reshape({B, 1, S, 1}).expand({B, T, S, 1}))
+                      .squeeze(3)
+                      .permute({0, 2, 1});  // [B][S][T]
+  px = px - normalizers.narrow(1, 0, S);
+  if (type == RnntType::kRegular) px = append_neg_inf_column(px);
+  const at::Tensor py = logits.select(3, termination_symbol).permute({0, 2, 1}) - normalizers;
+  return finish(px, py, boundary, type);
+}
+
+at::Tensor rnnt_loss(const at::Tensor& logits, const at::Tensor& symbols, const RnntOptions& o) {
+  return loss_from(get_rnnt_logprobs_joint(logits, symbols, o.termination_symbol, o.boundary, o.rnnt_type), o, false,
+                   logits.scalar_type())
+      .loss;
+}
+
+}  // namespace wavetrain::losses

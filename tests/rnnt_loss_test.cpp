@@ -1,0 +1,259 @@
+// RNN-T losses against k2/fast_rnnt's outputs (tests/data/reference/mi_rnnt_vectors.json: the
+// simple loss in its three types with boundaries and a delay penalty, the smoothed loss, prune
+// ranges with the pruned loss, the full loss) and against torchaudio's rnnt_loss (Debian's
+// python3-torchaudio as a test-only client), plus S = 0, the T >= S rule and gradcheck.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <functional>
+#include <sstream>
+#include <string>
+
+#include "losses/rnnt_loss.h"
+#include "tests/reference_json.h"
+
+namespace wavetrain::losses {
+namespace {
+
+using wavetrain::testing::json_tensor;
+using wavetrain::testing::load_json;
+using wavetrain::testing::max_relative_error;
+
+const nlohmann::json& cases() {
+  static const nlohmann::json j = load_json(std::string(WAVETRAIN_TEST_DATA) + "/reference/mi_rnnt_vectors.json");
+  return j["cases"];
+}
+
+RnntType type_of(const nlohmann::json& c) {
+  const std::string t = c["rnnt_type"];
+  return t == "regular" ? RnntType::kRegular : t == "modified" ? RnntType::kModified : RnntType::kConstrained;
+}
+
+struct Precision {
+  at::ScalarType dtype;
+  double tolerance;
+  const char* name;
+};
+const Precision kPrecisions[] = {{at::kDouble, 1e-9, "f64"}, {at::kFloat, 1e-5, "f32"}};
+
+TEST(RnntReference, SimpleLossAndLogprobs) {
+  int checked = 0;
+  for (const nlohmann::json& c : cases()) {
+    if (c["kind"] != "rnnt_loss_simple") continue;
+    for (const Precision& p : kPrecisions) {
+      const std::string name = std::string(c["name"]) + " " + p.name;
+      const at::Tensor lm = json_tensor(c["lm"], p.dtype).requires_grad_(true);
+      const at::Tensor am = json_tensor(c["am"], p.dtype).requires_grad_(true);
+      const at::Tensor symbols = json_tensor(c["symbols"], at::kLong);
+      RnntOptions o;
+      o.termination_symbol = c["termination_symbol"];
+      if (c["use_boundary"]) o.boundary = json_tensor(c["boundary"], at::kLong);
+      o.rnnt_type = type_of(c);
+      o.delay_penalty = c["delay_penalty"];
+      o.reduction = Reduction::kNone;
+      const RnntLogprobs lp = get_rnnt_logprobs(lm, am, symbols, o.termination_symbol, o.boundary, o.rnnt_type);
+      EXPECT_LE(max_relative_error(lp.px, json_tensor(c["px_from_get_rnnt_logprobs"])), p.tolerance) << name;
+      EXPECT_LE(max_relative_error(lp.py, json_tensor(c["py_from_get_rnnt_logprobs"])), p.tolerance) << name;
+      const at::Tensor loss = rnnt_loss_simple(lm, am, symbols, o);
+      EXPECT_LE(max_relative_error(loss, json_tensor(c["loss"])), p.tolerance) << name << loss;
+      loss.sum().backward();
+      EXPECT_LE(max_relative_error(lm.grad(), json_tensor(c["lm_grad"])), p.tolerance) << name;
+      EXPECT_LE(max_relative_error(am.grad(), json_tensor(c["am_grad"])), p.tolerance) << name;
+      o.reduction = Reduction::kMean;
+      EXPECT_NEAR(rnnt_loss_simple(lm, am, symbols, o).item<double>(), c["loss_mean"].get<double>(),
+                  p.tolerance * c["loss_mean"].get<double>())
+          << name;
+      o.reduction = Reduction::kSum;
+      EXPECT_NEAR(rnnt_loss_simple(lm, am, symbols, o).item<double>(), c["loss_sum"].get<double>(),
+                  p.tolerance * c["loss_sum"].get<double>())
+          << name;
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 9);
+}
+
+TEST(RnntReference, SmoothedLoss) {
+  int checked = 0;
+  for (const nlohmann::json& c : cases()) {
+    if (c["kind"] != "rnnt_loss_smoothed") continue;
+    for (const Precision& p : kPrecisions) {
+      const std::string name = std::string(c["name"]) + " " + p.name;
+      const at::Tensor lm = json_tensor(c["lm"], p.dtype).requires_grad_(true);
+      const at::Tensor am = json_tensor(c["am"], p.dtype).requires_grad_(true);
+      RnntOptions o;
+      o.termination_symbol = c["termination_symbol"];
+      if (c["use_boundary"]) o.boundary = json_tensor(c["boundary"], at::kLong);
+      o.rnnt_type = type_of(c);
+      o.reduction = Reduction::kNone;
+      const at::Tensor loss = rnnt_loss_smoothed(lm, am, json_tensor(c["symbols"], at::kLong), c["lm_only_scale"],
+                                                 c["am_only_scale"], o);
+      EXPECT_LE(max_relative_error(loss, json_tensor(c["loss"])), p.tolerance) << name << loss;
+      loss.sum().backward();
+      EXPECT_LE(max_relative_error(lm.grad(), json_tensor(c["lm_grad"])), p.tolerance) << name;
+      EXPECT_LE(max_relative_error(am.grad(), json_tensor(c["am_grad"])), p.tolerance) << name;
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);
+}
+
+TEST(RnntReference, FullLoss) {
+  int checked = 0;
+  for (const nlohmann::json& c : cases()) {
+    if (c["kind"] != "rnnt_loss") continue;
+    for (const Precision& p : kPrecisions) {
+      const at::Tensor logits = json_tensor(c["logits"], p.dtype).requires_grad_(true);
+      RnntOptions o;
+      o.termination_symbol = c["termination_symbol"];
+      o.boundary = json_tensor(c["boundary"], at::kLong);
+      o.reduction = Reduction::kNone;
+      const at::Tensor loss = rnnt_loss(logits, json_tensor(c["symbols"], at::kLong), o);
+      EXPECT_LE(max_relative_error(loss, json_tensor(c["loss"])), p.tolerance) << p.name << loss;
+      loss.sum().backward();
+      EXPECT_LE(max_relative_error(logits.grad(), json_tensor(c["logits_grad"])), p.tolerance) << p.name;
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 1);
+}
+
+TEST(RnntReference, PruneRangesAndPrunedLoss) {
+  int checked = 0;
+  for (const nlohmann::json& c : cases()) {
+    if (c["kind"] != "pruned") continue;
+    for (const Precision& p : kPrecisions) {
+      const at::Tensor lm = json_tensor(c["lm"], p.dtype), am = json_tensor(c["am"], p.dtype);
+      const at::Tensor symbols = json_tensor(c["symbols"], at::kLong);
+      RnntOptions o;
+      o.termination_symbol = c["termination_symbol"];
+      o.boundary = json_tensor(c["boundary"], at::kLong);
+      o.reduction = Reduction::kNone;
+      const RnntLossWithGrad simple = rnnt_loss_simple_with_grad(lm, am, symbols, o);
+      EXPECT_LE(max_relative_error(simple.px_grad, json_tensor(c["simple_px_grad"])), p.tolerance) << p.name;
+      EXPECT_LE(max_relative_error(simple.py_grad, json_tensor(c["simple_py_grad"])), p.tolerance) << p.name;
+      const at::Tensor ranges = get_rnnt_prune_ranges(simple.px_grad, simple.py_grad, *o.boundary, c["s_range"]);
+      EXPECT_TRUE(at::equal(ranges, json_tensor(c["ranges"], at::kLong))) << p.name << ranges;
+      const auto [am_pruned, lm_pruned] = do_rnnt_pruning(am, lm, ranges);
+      const at::Tensor logits = (am_pruned + lm_pruned).detach().requires_grad_(true);
+      const at::Tensor loss = rnnt_loss_pruned(logits, symbols, ranges, o);
+      EXPECT_LE(max_relative_error(loss, json_tensor(c["pruned_loss"])), p.tolerance) << p.name << loss;
+      loss.sum().backward();
+      EXPECT_LE(max_relative_error(logits.grad(), json_tensor(c["pruned_logits_grad"])), p.tolerance) << p.name;
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 1);
+}
+
+TEST(RnntLoss, MatchesTorchaudio) {
+  // The script prints B T U C, then logits, targets, logit and target lengths, then torchaudio's
+  // losses (reduction none), each line space-separated.
+  FILE* pipe = popen((std::string(WAVETRAIN_TEST_PYTHON) + " " + WAVETRAIN_TEST_DATA +
+                      "/../python/torchaudio_rnnt.py 2>/dev/null").c_str(), "r");
+  std::string out;
+  char buf[1 << 16];
+  size_t n;
+  while (pipe && (n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
+  if (pipe) pclose(pipe);
+  if (out.empty()) GTEST_SKIP() << WAVETRAIN_TEST_PYTHON << " cannot import torchaudio: install Debian's python3-torchaudio";
+  std::istringstream in(out);
+  int cases_seen = 0;
+  for (std::string header; std::getline(in, header);) {
+    int64_t B, T, U, C;
+    std::istringstream(header) >> B >> T >> U >> C;
+    auto read_line = [&] {
+      std::string line;
+      std::getline(in, line);
+      std::istringstream l(line);
+      std::vector<double> v;
+      for (double x; l >> x;) v.push_back(x);
+      return v;
+    };
+    const at::Tensor logits = at::tensor(read_line(), at::kDouble).view({B, T, U + 1, C}).to(at::kFloat);
+    const at::Tensor targets = at::tensor(read_line(), at::kDouble).view({B, U}).to(at::kLong);
+    const at::Tensor logit_lengths = at::tensor(read_line(), at::kDouble).to(at::kLong);
+    const at::Tensor target_lengths = at::tensor(read_line(), at::kDouble).to(at::kLong);
+    const at::Tensor expected = at::tensor(read_line(), at::kDouble);
+    RnntOptions o;
+    o.termination_symbol = 0;
+    o.reduction = Reduction::kNone;
+    o.boundary = at::stack({at::zeros({B}, at::kLong), at::zeros({B}, at::kLong), target_lengths, logit_lengths}, 1);
+    const at::Tensor loss = rnnt_loss(logits, targets, o);
+    EXPECT_LE(max_relative_error(loss, expected, 1e-30), 1e-4) << header << "\n" << loss << expected;
+    ++cases_seen;
+  }
+  EXPECT_EQ(cases_seen, 3);
+}
+
+TEST(RnntLoss, EmptyReferencesAreAllowed) {
+  // S = 0: the loss is minus the sum of the blank log-probs over the frames.
+  at::manual_seed(21);
+  const int64_t B = 2, T = 5, C = 4;
+  const at::Tensor lm = at::randn({B, 1, C}, at::kDouble), am = at::randn({B, T, C}, at::kDouble);
+  const at::Tensor symbols = at::zeros({B, 0}, at::kLong);
+  RnntOptions o;
+  o.reduction = Reduction::kNone;
+  const at::Tensor expected = -at::log_softmax(am + lm, 2).select(2, 0).sum(1);
+  for (RnntType type : {RnntType::kRegular, RnntType::kModified, RnntType::kConstrained}) {
+    o.rnnt_type = type;
+    EXPECT_LE(max_relative_error(rnnt_loss_simple(lm, am, symbols, o), expected), 1e-12);
+    EXPECT_LE(max_relative_error(rnnt_loss(am.unsqueeze(2) + lm.unsqueeze(1), symbols, o), expected), 1e-12);
+  }
+}
+
+TEST(RnntLoss, ModifiedNeedsAsManyFramesAsSymbols) {
+  at::manual_seed(22);
+  const at::Tensor lm = at::randn({2, 4, 5}), am = at::randn({2, 6, 5});
+  const at::Tensor symbols = at::randint(1, 5, {2, 3}, at::kLong);
+  RnntOptions o;
+  o.rnnt_type = RnntType::kModified;
+  o.boundary = at::tensor({0, 0, 3, 6, 0, 0, 3, 2}, at::kLong).view({2, 4});
+  try {
+    rnnt_loss_simple(lm, am, symbols, o);
+    ADD_FAILURE() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "get_rnnt_logprobs: rnnt_type modified needs T >= S in every item; item 1 has S = 3 symbols "
+                           "and T = 2 frames (boundary[1])");
+  }
+  o.rnnt_type = RnntType::kRegular;  // regular allows several symbols per frame
+  EXPECT_TRUE(at::isfinite(rnnt_loss_simple(lm, am, symbols, o)).all().item<bool>());
+  try {
+    rnnt_loss_simple(lm, am, symbols.clone().fill_(7), o);
+    ADD_FAILURE() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "get_rnnt_logprobs: item 0 has a symbol outside [0, C = 5): 7 .. 7");
+  }
+}
+
+TEST(RnntLoss, SimpleLossGradcheckInFloat64) {
+  at::manual_seed(23);
+  const at::Tensor lm = at::randn({2, 3, 4}, at::kDouble), am = at::randn({2, 5, 4}, at::kDouble);
+  const at::Tensor symbols = at::randint(1, 4, {2, 2}, at::kLong);
+  RnntOptions o;
+  o.boundary = at::tensor({0, 0, 2, 5, 0, 0, 1, 4}, at::kLong).view({2, 4});
+  o.delay_penalty = 0.3;
+  for (RnntType type : {RnntType::kRegular, RnntType::kModified, RnntType::kConstrained}) {
+    o.rnnt_type = type;
+    const at::Tensor l = lm.clone().requires_grad_(true), a = am.clone().requires_grad_(true);
+    rnnt_loss_smoothed(l, a, symbols, 0.2, 0.1, o).backward();
+    auto f = [&](const at::Tensor& lv, const at::Tensor& av) { return rnnt_loss_smoothed(lv, av, symbols, 0.2, 0.1, o).item<double>(); };
+    for (int which = 0; which < 2; ++which) {
+      const at::Tensor& x = which == 0 ? lm : am;
+      const at::Tensor analytic = which == 0 ? l.grad() : a.grad();
+      double worst = 0;
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        at::Tensor up = x.clone(), down = x.clone();
+        up.view({-1})[i] += 1e-6;
+        down.view({-1})[i] -= 1e-6;
+        const double numeric = which == 0 ? (f(up, am) - f(down, am)) / 2e-6 : (f(lm, up) - f(lm, down)) / 2e-6;
+        worst = std::max(worst, std::abs(numeric - analytic.view({-1})[i].item<double>()));
+      }
+      EXPECT_LE(worst, 1e-8) << static_cast<int>(type) << " " << which;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace wavetrain::losses
