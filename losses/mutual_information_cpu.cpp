@@ -26,125 +26,55 @@
 #include <vector>
 
 #include "losses/mutual_information.h"
+#include "losses/vector_math.h"
 
 namespace wavetrain::losses::detail {
 namespace {
-
-template <typename To, typename From>
-inline To bit_cast(From from) {
-  static_assert(sizeof(To) == sizeof(From));
-  To to;
-  std::memcpy(&to, &from, sizeof(To));
-  return to;
-}
-
-// exp(x) for x <= 0; x below the smallest normal result (and -inf) gives exactly 0; NaN gives NaN.
-// Range reduction x = k ln2 + r with |r| <= ln2 / 2, a Taylor polynomial for exp(r) (degree 7 in
-// float: truncation 4e-9; degree 12 in double: 2e-16), and 2^k put into the exponent bits.
-inline float exp_nonpositive(float x) {
-  const float lowest = -87.0f;  // exp(-87) = 1.6e-38, just above FLT_MIN
-  const float xc = x < lowest ? lowest : x;
-  const float shift = 12582912.0f + 127.0f;  // 1.5 * 2^23: adding it rounds to an integer; + bias
-  const float biased = xc * 1.44269504088896341f + shift;
-  const float k = biased - shift;
-  const float r = (xc - k * 0.693145751953125f) - k * 1.42860682030941723212e-6f;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  // The low mantissa bits of `biased` hold k + 127; shifting them into the exponent gives 2^k.
-  const float scale = bit_cast<float>(bit_cast<uint32_t>(biased) << 23);
-  return x < lowest ? 0.0f : p * scale;
-}
-
-inline double exp_nonpositive(double x) {
-  const double lowest = -708.0;  // exp(-708) = 3.3e-308, just above DBL_MIN
-  const double xc = x < lowest ? lowest : x;
-  const double shift = 6755399441055744.0 + 1023.0;  // 1.5 * 2^52, + bias
-  const double biased = xc * 1.4426950408889634074 + shift;
-  const double k = biased - shift;
-  const double r = (xc - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
-  double p = 1.0 / 479001600.0;
-  p = p * r + 1.0 / 39916800.0;
-  p = p * r + 1.0 / 3628800.0;
-  p = p * r + 1.0 / 362880.0;
-  p = p * r + 1.0 / 40320.0;
-  p = p * r + 1.0 / 5040.0;
-  p = p * r + 1.0 / 720.0;
-  p = p * r + 1.0 / 120.0;
-  p = p * r + 1.0 / 24.0;
-  p = p * r + 1.0 / 6.0;
-  p = p * r + 0.5;
-  p = p * r + 1.0;
-  p = p * r + 1.0;
-  const double scale = bit_cast<double>(bit_cast<uint64_t>(biased) << 52);
-  return x < lowest ? 0.0 : p * scale;
-}
-
-// log(1 + u) for u in [0, 1]. Above sqrt(2) - 1 it uses 1 + u = 2 (1 + w), w = (u - 1) / 2, so the
-// argument is always in [-0.293, 0.415]; then log(1 + w) = 2 atanh(z), z = w / (2 + w), |z| <= 0.172,
-// by its odd series (to z^9 in float, z^23 in double: truncation below 1e-9 and 1e-16 relative).
-inline float log1p_unit(float u) {
-  const bool big = u > 0.41421356f;
-  const float w = big ? (u - 1.0f) * 0.5f : u;
-  const float z = w / (2.0f + w), z2 = z * z;
-  float p = 1.0f / 9.0f;
-  p = p * z2 + 1.0f / 7.0f;
-  p = p * z2 + 1.0f / 5.0f;
-  p = p * z2 + 1.0f / 3.0f;
-  p = p * z2 + 1.0f;
-  return 2.0f * z * p + (big ? 0.693147180559945309f : 0.0f);
-}
-
-inline double log1p_unit(double u) {
-  const bool big = u > 0.41421356237309504880;
-  const double w = big ? (u - 1.0) * 0.5 : u;
-  const double z = w / (2.0 + w), z2 = z * z;
-  double p = 1.0 / 23.0;
-  p = p * z2 + 1.0 / 21.0;
-  p = p * z2 + 1.0 / 19.0;
-  p = p * z2 + 1.0 / 17.0;
-  p = p * z2 + 1.0 / 15.0;
-  p = p * z2 + 1.0 / 13.0;
-  p = p * z2 + 1.0 / 11.0;
-  p = p * z2 + 1.0 / 9.0;
-  p = p * z2 + 1.0 / 7.0;
-  p = p * z2 + 1.0 / 5.0;
-  p = p * z2 + 1.0 / 3.0;
-  p = p * z2 + 1.0;
-  return 2.0 * z * p + (big ? 0.69314718055994530942 : 0.0);
-}
-
-// log(exp(a) + exp(b)). Both -inf gives -inf; NaN in either gives NaN.
-template <typename T>
-inline T log_add(T a, T b) {
-  const T ninf = -std::numeric_limits<T>::infinity();
-  const T hi = a > b ? a : b;
-  const T diff = a > b ? b - a : a - b;  // <= 0
-  const T r = hi + log1p_unit(exp_nonpositive(diff));
-  return ((a == ninf) & (b == ninf)) ? ninf : r;  // `&`, not `&&`: no branch, so loops vectorise
-}
 
 // Backward over the interior cells s in [a, b] of one diagonal (a free function with restrict
 // pointers: inside Item::run GCC did not vectorise it). Cell s has occupation g = gx[s] + gy[s];
 // term1 = p1[s] + x1[s] gets the share exp(term1 - p[s]) of it and term2 the rest.
 template <typename T>
-void split_occupation(const T* __restrict__ gx, const T* __restrict__ gy, const T* __restrict__ p,
+inline void split_occupation_impl(const T* __restrict__ gx, const T* __restrict__ gy, const T* __restrict__ p,
                       const T* __restrict__ p1, const T* __restrict__ x1, T* __restrict__ gx1, T* __restrict__ gy2,
                       int64_t a, int64_t b) {
+  const T tiny = std::numeric_limits<T>::min();
   for (int64_t s = a; s <= b; ++s) {
     const T g = gx[s] + gy[s];
     const T total = (p[s] - p[s] == T(0)) ? p[s] : T(0);
     const T arg = p1[s] + x1[s] - total;
     const T share = exp_nonpositive(arg > T(0) ? T(0) : arg);
     const bool ok = share == share;
-    gx1[s] = ok ? share * g : T(0);
-    gy2[s] = ok ? (T(1) - share) * g : T(0);
+    const T g1 = ok ? share * g : T(0), g2 = ok ? (T(1) - share) * g : T(0);
+    // Occupations below the smallest normal number are flushed to 0: they are negligible, and
+    // subnormal numbers make every later product slow (the normaliser's matmul ran 3x slower).
+    gx1[s] = g1 < tiny ? T(0) : g1;
+    gy2[s] = g2 < tiny ? T(0) : g2;
   }
+}
+
+WAVETRAIN_VECTOR_CLONES void split_occupation(const float* gx, const float* gy, const float* p, const float* p1,
+                                              const float* x1, float* gx1, float* gy2, int64_t a, int64_t b) {
+  split_occupation_impl(gx, gy, p, p1, x1, gx1, gy2, a, b);
+}
+WAVETRAIN_VECTOR_CLONES void split_occupation(const double* gx, const double* gy, const double* p, const double* p1,
+                                              const double* x1, double* gx1, double* gy2, int64_t a, int64_t b) {
+  split_occupation_impl(gx, gy, p, p1, x1, gx1, gy2, a, b);
+}
+
+// Forward over the cells s in [lo, hi] of one diagonal: out[s] = log_add(p1[s] + x1[s], p2[s] + y2[s]).
+template <typename T>
+inline void log_add_row_impl(const T* __restrict__ p1, const T* __restrict__ x1, const T* __restrict__ p2,
+                             const T* __restrict__ y2, T* __restrict__ out, int64_t lo, int64_t hi) {
+  for (int64_t s = lo; s <= hi; ++s) out[s] = log_add(p1[s] + x1[s], p2[s] + y2[s]);
+}
+WAVETRAIN_VECTOR_CLONES void log_add_row(const float* p1, const float* x1, const float* p2, const float* y2, float* out,
+                                         int64_t lo, int64_t hi) {
+  log_add_row_impl(p1, x1, p2, y2, out, lo, hi);
+}
+WAVETRAIN_VECTOR_CLONES void log_add_row(const double* p1, const double* x1, const double* p2, const double* y2,
+                                         double* out, int64_t lo, int64_t hi) {
+  log_add_row_impl(p1, x1, p2, y2, out, lo, hi);
 }
 
 // One item. px [S][T1] (T1 = T + 1 regular, T modified) and py [S+1][T] rows of this item.
@@ -184,12 +114,8 @@ struct Item {
     P[at(0, 0)] = T(0);
     for (int64_t d = 1; d < D; ++d) {
       const int64_t lo = d - Tb > 0 ? d - Tb : 0, hi = d < Sb ? d : Sb;
-      const T* __restrict__ p1 = &P[at(d - back, -1)];  // p1[s'] = P[d-back][s'-1]
-      const T* __restrict__ x1 = &X[at(d - back, -1)];
-      const T* __restrict__ p2 = &P[at(d - 1, 0)];
-      const T* __restrict__ y2 = &Y[at(d - 1, 0)];
-      T* __restrict__ out = &P[at(d, 0)];
-      for (int64_t s = lo; s <= hi; ++s) out[s] = log_add(p1[s] + x1[s], p2[s] + y2[s]);
+      // p1[s'] = P[d-back][s'-1], x1 likewise; p2[s'] = P[d-1][s'], y2 likewise.
+      log_add_row(&P[at(d - back, -1)], &X[at(d - back, -1)], &P[at(d - 1, 0)], &Y[at(d - 1, 0)], &P[at(d, 0)], lo, hi);
     }
     *score = P[at(D - 1, Sb)];
     if (px_grad == nullptr) return;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "losses/mutual_information.h"
+#include "losses/rnnt_logprobs.h"
 
 namespace wavetrain::losses {
 namespace {
@@ -110,20 +111,8 @@ at::Tensor reduce(const at::Tensor& negated, Reduction r) {
   }
 }
 
-// px_am[b][s][t] = am[b][t][symbols[b][s]] as [B][S][T] (a gather of T x S values, not of C).
-at::Tensor symbol_logits(const at::Tensor& am, const at::Tensor& symbols) {
-  const int64_t B = am.size(0), T = am.size(1), S = symbols.size(1);
-  return at::gather(am, 2, symbols.unsqueeze(1).expand({B, T, S})).transpose(1, 2);
-}
-
 at::Tensor append_neg_inf_column(const at::Tensor& x) {
   return at::cat({x, at::full({x.size(0), x.size(1), 1}, kNegInf, x.options())}, 2);
-}
-
-// x[:, :, :T] - normalizers for px of either type (the regular extra column stays as it is).
-at::Tensor subtract_normalizers(const at::Tensor& px, const at::Tensor& normalizers, int64_t T) {
-  if (px.size(2) == T) return px - normalizers;
-  return at::cat({px.narrow(2, 0, T) - normalizers, px.narrow(2, T, px.size(2) - T)}, 2);
 }
 
 struct LmAm {
@@ -160,20 +149,9 @@ RnntLossWithGrad loss_from(const RnntLogprobs& lp, const RnntOptions& o, bool wi
 
 RnntLogprobs get_rnnt_logprobs(const at::Tensor& lm_in, const at::Tensor& am_in, const at::Tensor& symbols,
                                int64_t termination_symbol, const std::optional<at::Tensor>& boundary, RnntType type) {
-  const LmAm d = check_lm_am("get_rnnt_logprobs", lm_in, am_in, symbols, termination_symbol, boundary, type);
-  const at::Tensor lm = lifted(lm_in), am = lifted(am_in);
-  // Subtracting the maxima keeps exp() in range; they are added back to the normalisers.
-  const at::Tensor am_max = std::get<0>(am.max(2, true));  // [B][T][1]
-  const at::Tensor lm_max = std::get<0>(lm.max(2, true));  // [B][S+1][1]
-  const at::Tensor am_probs = (am - am_max).exp(), lm_probs = (lm - lm_max).exp();
-  const at::Tensor normalizers =
-      (at::matmul(lm_probs, am_probs.transpose(1, 2)) + tiny(am)).log() + lm_max + am_max.transpose(1, 2);  // [B][S+1][T]
-  at::Tensor px = symbol_logits(am, symbols);  // [B][S][T]
+  check_lm_am("get_rnnt_logprobs", lm_in, am_in, symbols, termination_symbol, boundary, type);
+  auto [px, py] = detail::symbol_logprobs(lifted(lm_in), lifted(am_in), symbols, termination_symbol);
   if (type == RnntType::kRegular) px = append_neg_inf_column(px);  // [B][S][T+1], -inf at T
-  px = px + at::gather(lm.narrow(1, 0, d.S), 2, symbols.unsqueeze(-1));  // + lm[b][s][symbols[b][s]]
-  px = subtract_normalizers(px, normalizers.narrow(1, 0, d.S), d.T);
-  const at::Tensor py = am.select(2, termination_symbol).unsqueeze(1) + lm.select(2, termination_symbol).unsqueeze(2) -
-                        normalizers;  // [B][S+1][T]
   return finish(px, py, boundary, type);
 }
 
@@ -194,42 +172,33 @@ RnntLogprobs get_rnnt_logprobs_smoothed(const at::Tensor& lm_in, const at::Tenso
                                         const std::optional<at::Tensor>& boundary, RnntType type) {
   const LmAm d = check_lm_am("get_rnnt_logprobs_smoothed", lm_in, am_in, symbols, termination_symbol, boundary, type);
   const at::Tensor lm = lifted(lm_in), am = lifted(am_in);
-  const int64_t B = d.B, S = d.S, T = d.T, C = d.C;
-  const at::Tensor am_max = std::get<0>(am.max(2, true));  // [B][T][1]
-  const at::Tensor lm_max = std::get<0>(lm.max(2, true));  // [B][S+1][1]
-  const at::Tensor am_probs = (am - am_max).exp(), lm_probs = (lm - lm_max).exp();
-  const at::Tensor normalizers =
-      (at::matmul(lm_probs, am_probs.transpose(1, 2)) + tiny(lm)).log() + lm_max + am_max.transpose(1, 2);  // [B][S+1][T]
-
-  // LM only: each context's own softmax. AM only: the AM against a unigram LM, the LM's
-  // distribution averaged over every context of the batch.
-  const at::Tensor lm_sums = lm_probs.sum(2, true);                                             // [B][S+1][1]
-  const at::Tensor unigram = (lm_probs / lm_sums).mean(at::IntArrayRef{0, 1}, true) + tiny(lm);  // [1][1][C]
-  const at::Tensor amonly_normalizers =
-      (at::mv(am_probs.reshape({-1, C}), unigram.reshape({C})).reshape({B, T, 1}).log() + am_max).transpose(1, 2);  // [B][1][T]
-  const at::Tensor log_unigram = unigram.log();
-  const at::Tensor lmonly_normalizers = lm_sums.log() + lm_max;  // [B][S+1][1]
-
-  at::Tensor px_am = symbol_logits(am, symbols);  // [B][S][T]
-  if (type == RnntType::kRegular) px_am = append_neg_inf_column(px_am);
-  const at::Tensor px_lm = at::gather(lm.narrow(1, 0, S), 2, symbols.unsqueeze(-1));                     // [B][S][1]
-  const at::Tensor px_lm_unigram = at::gather(log_unigram.expand({B, S, C}), 2, symbols.unsqueeze(-1));  // [B][S][1]
-  const at::Tensor px = subtract_normalizers(px_am + px_lm, normalizers.narrow(1, 0, S), T);
-  const at::Tensor px_amonly = subtract_normalizers(px_am + px_lm_unigram, amonly_normalizers, T);
-  const at::Tensor px_lmonly = px_lm - lmonly_normalizers.narrow(1, 0, S);
-
-  const at::Tensor py_am = am.select(2, termination_symbol).unsqueeze(1);  // [B][1][T]
-  const at::Tensor py_lm = lm.select(2, termination_symbol).unsqueeze(2);  // [B][S+1][1]
-  const at::Tensor py = py_am + py_lm - normalizers;
-  const at::Tensor py_amonly = py_am + log_unigram.select(2, termination_symbol).reshape({1, 1, 1}) - amonly_normalizers;
-  const at::Tensor py_lmonly = py_lm - lmonly_normalizers;
-
+  const int64_t B = d.B, S = d.S, C = d.C;
+  // The full model: the same log-probabilities as the simple loss.
+  const auto [px, py] = detail::symbol_logprobs(lm, am, symbols, termination_symbol);  // [B][S][T], [B][S+1][T]
   const double combined = 1.0 - lm_only_scale - am_only_scale;
-  // A zero scale would multiply -inf entries by 0 (NaN); k2 uses 1e-20 instead.
-  const double lm_scale = lm_only_scale == 0.0 ? 1e-20 : lm_only_scale;
-  const double am_scale = am_only_scale == 0.0 ? 1e-20 : am_only_scale;
-  const at::Tensor px_interp = px * combined + px_lmonly * lm_scale + px_amonly * am_scale;
-  const at::Tensor py_interp = py * combined + py_lmonly * lm_scale + py_amonly * am_scale;
+  at::Tensor px_interp = px * combined, py_interp = py * combined;
+
+  // LM only: each context's own softmax, the same for every frame ([B][S][1], [B][S+1][1]).
+  if (lm_only_scale != 0.0) {
+    const at::Tensor lm_norm = at::logsumexp(lm, 2, true);  // [B][S+1][1]
+    const at::Tensor px_lmonly = at::gather(lm.narrow(1, 0, S), 2, symbols.unsqueeze(-1)) - lm_norm.narrow(1, 0, S);
+    const at::Tensor py_lmonly = lm.select(2, termination_symbol).unsqueeze(2) - lm_norm;
+    px_interp = px_interp + px_lmonly * lm_only_scale;
+    py_interp = py_interp + py_lmonly * lm_only_scale;
+  }
+  // AM only: the AM against a unigram LM, the LM's distribution averaged over every context of the
+  // batch (+ the smallest normal number, as k2). That is the lattice of a prediction network whose
+  // every row is log(unigram), so symbol_logprobs computes it too.
+  if (am_only_scale != 0.0) {
+    const at::Tensor unigram = at::softmax(lm, 2).mean(at::IntArrayRef{0, 1}, true) + tiny(lm);  // [1][1][C]
+    const auto [px_amonly, py_amonly] =
+        detail::symbol_logprobs(unigram.log().expand({B, S + 1, C}), am, symbols, termination_symbol);
+    px_interp = px_interp + px_amonly * am_only_scale;
+    py_interp = py_interp + py_amonly * am_only_scale;
+  }
+  // k2 replaces a zero scale by 1e-20 to keep -inf * 0 out; here a zero-weighted part is skipped
+  // (its contribution would be 1e-20 of a log-probability) and the -inf column is added last.
+  if (type == RnntType::kRegular) px_interp = append_neg_inf_column(px_interp);
   return finish(px_interp, py_interp, boundary, type);
 }
 
@@ -300,8 +269,10 @@ std::pair<at::Tensor, at::Tensor> do_rnnt_pruning(const at::Tensor& am, const at
     fail(where, "am " + c10::str(am.sizes()) + ", lm " + c10::str(lm.sizes()) + " and ranges " + c10::str(ranges.sizes()) +
                     " disagree in B, T or C");
   const at::Tensor am_pruned = am.unsqueeze(2).expand({B, T, s_range, C});
-  const at::Tensor lm_pruned = at::gather(lm.unsqueeze(1).expand({B, T, S1, C}), 2,
-                                          ranges.reshape({B, T, s_range, 1}).expand({B, T, s_range, C}));
+  // Rows of lm picked by index: its backward adds into a [B][S+1][C] gradient. (A gather from lm
+  // expanded to [B][T][S+1][C], as k2 does it, allocates that full size in the backward.)
+  const at::Tensor rows = (ranges + at::arange(B, ranges.options()).view({B, 1, 1}) * S1).reshape({-1});
+  const at::Tensor lm_pruned = lm.reshape({B * S1, C}).index_select(0, rows).view({B, T, s_range, C});
   return {am_pruned, lm_pruned};
 }
 
@@ -322,7 +293,6 @@ RnntLogprobs get_rnnt_logprobs_pruned(const at::Tensor& logits_in, const at::Ten
   check_frames(where, type, boundary, S, T);
   if (s_range > S + 1) fail(where, "s_range " + std::to_string(s_range) + " exceeds S + 1 = " + std::to_string(S + 1));
 
-  const at::Tensor normalizers = at::logsumexp(logits, 3);  // [B][T][s_range]
   const at::Tensor with_blank = at::cat({symbols, at::full({B, 1}, termination_symbol, symbols.options())}, 1);
   const at::Tensor pruned_symbols = at::gather(with_blank.unsqueeze(1).expand({B, T, S + 1}), 2, ranges);  // [B][T][s_range]
   // Values for positions ranges[b][t][0] .. + s_range - 1 put in place in a row of S + 1, -inf elsewhere.
@@ -332,10 +302,10 @@ RnntLogprobs get_rnnt_logprobs_pruned(const at::Tensor& logits_in, const at::Ten
     const at::Tensor index = at::remainder(at::arange(S + 1, ranges.options()).reshape({1, 1, S + 1}) - shifts.unsqueeze(2), S + 1);
     return at::gather(padded, 2, index);
   };
-  const at::Tensor px_values = at::gather(logits, 3, pruned_symbols.unsqueeze(3)).squeeze(3) - normalizers;
+  const auto [px_values, py_values] = detail::pruned_logprobs(logits, pruned_symbols, termination_symbol);
   at::Tensor px = place(px_values).narrow(2, 0, S).permute({0, 2, 1});  // [B][S][T]
   if (type == RnntType::kRegular) px = append_neg_inf_column(px);
-  const at::Tensor py = place(logits.select(3, termination_symbol) - normalizers).permute({0, 2, 1});  // [B][S+1][T]
+  const at::Tensor py = place(py_values).permute({0, 2, 1});  // [B][S+1][T]
   return finish(px, py, boundary, type);
 }
 

@@ -1,5 +1,6 @@
 // Thread policy: precedence, validation and the cgroup quota parser.
 #include <ATen/Parallel.h>
+#include <ATen/Context.h>
 #include <gtest/gtest.h>
 
 #include "trainer/threads.h"
@@ -68,6 +69,20 @@ TEST(ThreadSettings, ConfigureAppliesToAten) {
   }
   EXPECT_EQ(current_thread_settings().intra_op, at::get_num_threads());
   EXPECT_EQ(s.inter_op, 1);
+}
+
+TEST(ThreadSettings, SubnormalsAreFlushed) {
+  // Tensor ops, not scalar expressions: the compiler may move those across the calls that change
+  // the floating-point control register, since it does not model it.
+  const at::Tensor tiny = at::full({1 << 16}, 1e-30f);  // large enough for ATen's thread pool
+  at::globalContext().setFlushDenormal(false);
+  EXPECT_GT((tiny * 1e-10f).min().item<float>(), 0.0f);  // 1e-40: a subnormal
+  const ThreadSettings s = configure_threads(1);
+#if defined(__x86_64__)
+  EXPECT_TRUE(s.flush_denormal);
+#endif
+  if (!s.flush_denormal) GTEST_SKIP() << "this CPU cannot flush subnormals";
+  EXPECT_EQ((tiny * 1e-10f).abs().max().item<float>(), 0.0f);
 }
 
 }  // namespace

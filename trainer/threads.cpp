@@ -3,6 +3,7 @@
 
 #include <sched.h>
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -95,6 +96,7 @@ ThreadSettings configure_threads(std::optional<int> config_threads) {
   ThreadSettings s = choose_thread_settings(std::getenv("WAVETRAIN_THREADS"), config_threads, usable_cpu_count(),
                                             std::getenv("OMP_WAIT_POLICY"));
   std::lock_guard<std::mutex> lock(g_mutex);
+  s.flush_denormal = at::globalContext().setFlushDenormal(true);
   if (!g_applied) {
     try {
       at::set_num_interop_threads(s.inter_op);

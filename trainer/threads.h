@@ -5,6 +5,12 @@
 // Precedence for the intra-op thread count: WAVETRAIN_THREADS (the operator's per-machine say),
 // then the config's value, then the usable cores (CPU affinity and cgroup quota aware).
 // Inter-op threads are 1: wavetrain runs no parallel graph work.
+//
+// Subnormal floats are flushed to zero (FTZ/DAZ, PyTorch's set_flush_denormal) on the thread that
+// configures, before the thread pools start, so that their threads inherit it. Arithmetic on
+// subnormals is many times slower on x86, and losses produce them: the transducer loss's normaliser
+// matmul ran 1.5x slower in its backward with them (docs/threads.md). Values below 1.2e-38 (float)
+// become 0, far below anything a training step can resolve.
 #pragma once
 
 #include <optional>
@@ -21,6 +27,7 @@ struct ThreadSettings {
   int inter_op = 1;
   std::string source;           // "WAVETRAIN_THREADS", "config" or "usable cores"
   std::string omp_wait_policy;  // as the process saw it at start; empty when unset
+  bool flush_denormal = false;  // whether this CPU flushes subnormals (FTZ/DAZ) for us
 };
 
 // Cores this process may run on: the affinity mask, capped by a cgroup v2 cpu.max quota.

@@ -1,0 +1,37 @@
+// Internal to losses/: the log-probabilities the RNN-T losses feed to the recursion, with their
+// gradients written out (rnnt_loss.cpp uses them).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <utility>
+
+namespace wavetrain::losses::detail {
+
+// lm [B][S+1][C], am [B][T][C] (float32/float64), symbols int64 [B][S]:
+//   px[b][s][t] = lm[b][s][y_s] + am[b][t][y_s] - N[b][s][t]   [B][S][T], y_s = symbols[b][s]
+//   py[b][s][t] = lm[b][s][blank] + am[b][t][blank] - N[b][s][t]   [B][S+1][T]
+//   N[b][s][t] = log sum_c exp(lm[b][s][c] + am[b][t][c]), through one [S+1][C] x [C][T] matmul of
+//   exponentials with the maxima taken out (k2's way; + the smallest normal number inside the log).
+// Differentiable in lm and am. The backward is two matmuls and a few passes over lm and am, where
+// autograd through the same ops ran about ten [B][T][C] passes (max, exp, gather backwards).
+std::pair<at::Tensor, at::Tensor> symbol_logprobs(const at::Tensor& lm, const at::Tensor& am, const at::Tensor& symbols,
+                                                  int64_t blank);
+
+// logits [B][T][R][C] (the pruned joiner output), symbols int64 [B][T][R] (the symbol each
+// position would emit):
+//   px[b][t][r] = logits[b][t][r][symbols[b][t][r]] - L[b][t][r]     [B][T][R]
+//   py[b][t][r] = logits[b][t][r][blank] - L[b][t][r],   L = logsumexp over C
+// Differentiable in logits. On the CPU one fused pass per row in each direction (vectorised exp);
+// elsewhere ATen ops. LibTorch 1.13's logsumexp and its backward took ~100 ms of the pruned loss
+// at (8, 300, 5, 500).
+std::pair<at::Tensor, at::Tensor> pruned_logprobs(const at::Tensor& logits, const at::Tensor& symbols, int64_t blank);
+
+// The CPU rows of pruned_logprobs (rnnt_logprobs_cpu.cpp): forward fills lse, px, py [rows];
+// backward fills grad [rows][C] from gpx, gpy [rows]. logits contiguous float32/float64.
+void pruned_logprobs_forward_cpu(const at::Tensor& logits, const at::Tensor& symbols, int64_t blank, at::Tensor& lse,
+                                 at::Tensor& px, at::Tensor& py);
+void pruned_logprobs_backward_cpu(const at::Tensor& logits, const at::Tensor& symbols, int64_t blank,
+                                  const at::Tensor& lse, const at::Tensor& gpx, const at::Tensor& gpy, at::Tensor& grad);
+
+}  // namespace wavetrain::losses::detail
