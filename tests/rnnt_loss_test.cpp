@@ -201,6 +201,14 @@ TEST(RnntLoss, EmptyReferencesAreAllowed) {
     EXPECT_LE(max_relative_error(rnnt_loss_simple(lm, am, symbols, o), expected), 1e-12);
     EXPECT_LE(max_relative_error(rnnt_loss(am.unsqueeze(2) + lm.unsqueeze(1), symbols, o), expected), 1e-12);
   }
+  // The pruned path: one symbol position (0) per frame.
+  o.rnnt_type = RnntType::kRegular;
+  o.boundary = at::tensor(std::vector<int64_t>{0, 0, 0, T, 0, 0, 0, T}, at::kLong).view({2, 4});
+  const RnntLossWithGrad simple = rnnt_loss_simple_with_grad(lm, am, symbols, o);
+  const at::Tensor ranges = get_rnnt_prune_ranges(simple.px_grad, simple.py_grad, *o.boundary, 5);
+  EXPECT_TRUE(at::equal(ranges, at::zeros({B, T, 1}, at::kLong)));
+  const auto [am_pruned, lm_pruned] = do_rnnt_pruning(am, lm, ranges);
+  EXPECT_LE(max_relative_error(rnnt_loss_pruned(am_pruned + lm_pruned, symbols, ranges, o), expected), 1e-12);
 }
 
 TEST(RnntLoss, ModifiedNeedsAsManyFramesAsSymbols) {
