@@ -1,0 +1,149 @@
+// Audio files through libsndfile, resampling through libsoxr (audio_io.h).
+#include "data/audio_io.h"
+
+#include <sndfile.h>
+#include <soxr.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+namespace wavetrain::data {
+namespace {
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) { throw AudioError(path + ": " + what); }
+
+struct SndfileCloser {
+  void operator()(SNDFILE* f) const { sf_close(f); }
+};
+using Sndfile = std::unique_ptr<SNDFILE, SndfileCloser>;
+
+soxr_quality_spec_t quality_spec(ResampleQuality q) {
+  switch (q) {
+    case ResampleQuality::kQuick: return soxr_quality_spec(SOXR_QQ, 0);
+    case ResampleQuality::kLow: return soxr_quality_spec(SOXR_LQ, 0);
+    case ResampleQuality::kMedium: return soxr_quality_spec(SOXR_MQ, 0);
+    case ResampleQuality::kVeryHigh: return soxr_quality_spec(SOXR_VHQ, 0);
+    default: return soxr_quality_spec(SOXR_HQ, 0);
+  }
+}
+
+}  // namespace
+
+ResampleQuality parse_resample_quality(const std::string& name) {
+  if (name == "quick") return ResampleQuality::kQuick;
+  if (name == "low") return ResampleQuality::kLow;
+  if (name == "medium") return ResampleQuality::kMedium;
+  if (name == "high") return ResampleQuality::kHigh;
+  if (name == "very_high") return ResampleQuality::kVeryHigh;
+  throw std::invalid_argument("resample quality '" + name + "' is not one of quick, low, medium, high, very_high");
+}
+
+Audio read_audio(const std::string& path, const ReadOptions& options) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) fail(path, "no such file");
+  if (std::filesystem::is_directory(path, ec)) fail(path, "is a directory, not an audio file");
+  SF_INFO info{};
+  Sndfile file(sf_open(path.c_str(), SFM_READ, &info));
+  if (!file) fail(path, std::string("not a readable audio file (libsndfile: ") + sf_strerror(nullptr) + ")");
+  if (info.channels < 1 || info.samplerate < 1) fail(path, "reports no channels or no sample rate");
+  if (options.channels > 0 && info.channels != options.channels)
+    fail(path, "expected " + std::to_string(options.channels) + " channel" + (options.channels == 1 ? "" : "s") +
+                   ", found " + std::to_string(info.channels));
+  const int64_t frames = info.frames, channels = info.channels;
+  std::vector<float> interleaved(static_cast<size_t>(frames * channels));
+  const sf_count_t got = frames > 0 ? sf_readf_float(file.get(), interleaved.data(), frames) : 0;
+  if (got != frames)
+    fail(path, "truncated or unreadable: expected " + std::to_string(frames) + " frames, read " + std::to_string(got) +
+                   " (libsndfile: " + sf_strerror(file.get()) + ")");
+  Audio audio;
+  audio.sample_rate = info.samplerate;
+  audio.samples = at::from_blob(interleaved.data(), {frames, channels}, at::kFloat).t().contiguous();
+  if (options.sample_rate > 0 && options.sample_rate != audio.sample_rate) {
+    audio.samples = resample(audio.samples, audio.sample_rate, options.sample_rate, options.quality);
+    audio.sample_rate = options.sample_rate;
+  }
+  return audio;
+}
+
+void write_wav(const std::string& path, const at::Tensor& samples_in, int sample_rate, WavSubtype subtype) {
+  if (samples_in.dim() != 1 && samples_in.dim() != 2)
+    fail(path, "samples must be [channels][samples] or [samples], got " + c10::str(samples_in.sizes()));
+  if (sample_rate < 1) fail(path, "sample rate must be positive, got " + std::to_string(sample_rate));
+  const at::Tensor samples = (samples_in.dim() == 1 ? samples_in.unsqueeze(0) : samples_in).to(at::kDouble).cpu();
+  if (!at::isfinite(samples).all().item<bool>()) fail(path, "samples contain NaN or infinity");
+  const int64_t channels = samples.size(0), frames = samples.size(1);
+  SF_INFO info{};
+  info.samplerate = sample_rate;
+  info.channels = static_cast<int>(channels);
+  info.format = SF_FORMAT_WAV | (subtype == WavSubtype::kPcm16   ? SF_FORMAT_PCM_16
+                                 : subtype == WavSubtype::kPcm24 ? SF_FORMAT_PCM_24
+                                                                 : SF_FORMAT_FLOAT);
+  const std::filesystem::path target(path);
+  const std::string temporary = (target.parent_path() / ("." + target.filename().string() + ".partial")).string();
+  {
+    Sndfile file(sf_open(temporary.c_str(), SFM_WRITE, &info));
+    if (!file) fail(path, std::string("cannot be written (libsndfile: ") + sf_strerror(nullptr) + ")");
+    const at::Tensor interleaved = samples.t().contiguous();  // [frames][channels]
+    const double* x = interleaved.data_ptr<double>();
+    const int64_t n = frames * channels;
+    sf_count_t written = 0;
+    if (subtype == WavSubtype::kFloat32) {
+      std::vector<float> v(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(x[i]);
+      written = sf_writef_float(file.get(), v.data(), frames);
+    } else {
+      // Quantise here (round, clip) and hand libsndfile full-scale 32-bit integers, of which it
+      // keeps the top 16 or 24 bits exactly.
+      const int bits = subtype == WavSubtype::kPcm16 ? 16 : 24;
+      const double scale = std::ldexp(1.0, bits - 1), hi = scale - 1, lo = -scale;
+      std::vector<int> v(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        const double q = std::min(hi, std::max(lo, std::nearbyint(x[i] * scale)));
+        v[static_cast<size_t>(i)] = static_cast<int>(q) * (1 << (32 - bits));
+      }
+      written = sf_writef_int(file.get(), v.data(), frames);
+    }
+    if (written != frames) {
+      const std::string why = sf_strerror(file.get());
+      file.reset();
+      std::remove(temporary.c_str());
+      fail(path, "write failed after " + std::to_string(written) + " of " + std::to_string(frames) + " frames (" + why + ")");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(temporary, target, ec);
+  if (ec) {
+    std::remove(temporary.c_str());
+    fail(path, "cannot be put in place: " + ec.message());
+  }
+}
+
+at::Tensor resample(const at::Tensor& samples_in, double from_rate, double to_rate, ResampleQuality quality) {
+  if (!(from_rate > 0) || !(to_rate > 0))
+    throw std::invalid_argument("resample: rates must be positive, got " + std::to_string(from_rate) + " -> " +
+                                std::to_string(to_rate));
+  const bool mono = samples_in.dim() == 1;
+  const at::Tensor samples = (mono ? samples_in.unsqueeze(0) : samples_in).to(at::kFloat).cpu().contiguous();
+  if (from_rate == to_rate) return mono ? samples.squeeze(0) : samples;
+  const int64_t channels = samples.size(0), frames = samples.size(1);
+  const int64_t out_frames = static_cast<int64_t>(std::llround(static_cast<double>(frames) * to_rate / from_rate));
+  const at::Tensor in = samples.t().contiguous();  // soxr works on interleaved frames
+  at::Tensor out = at::empty({out_frames, channels}, at::kFloat);
+  const soxr_io_spec_t io = soxr_io_spec(SOXR_FLOAT32_I, SOXR_FLOAT32_I);
+  const soxr_quality_spec_t q = quality_spec(quality);
+  size_t done_in = 0, done_out = 0;
+  const soxr_error_t error =
+      soxr_oneshot(from_rate, to_rate, static_cast<unsigned>(channels), in.data_ptr<float>(), static_cast<size_t>(frames),
+                   &done_in, out.data_ptr<float>(), static_cast<size_t>(out_frames), &done_out, &io, &q, nullptr);
+  if (error) throw std::runtime_error(std::string("resample: libsoxr failed: ") + error);
+  out = out.narrow(0, 0, static_cast<int64_t>(done_out)).t().contiguous();
+  if (static_cast<int64_t>(done_out) < out_frames)  // soxr may stop short by a sample or two at the end
+    out = at::cat({out, at::zeros({channels, out_frames - static_cast<int64_t>(done_out)}, at::kFloat)}, 1);
+  return mono ? out.squeeze(0) : out;
+}
+
+}  // namespace wavetrain::data

@@ -1,0 +1,191 @@
+// Kaldi-compatible fbank against torchaudio 0.13.1's kaldi.fbank: the six settings of
+// tests/data/reference/fbank_vectors.json on both waveform scalings, the frame-0 intermediates,
+// and random option combinations computed live by Debian's python3-torchaudio (test-only client).
+// Plus SpecAugment and global CMVN.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+#include "data/fbank.h"
+#include "tests/reference_json.h"
+
+namespace wavetrain::data {
+namespace {
+
+using wavetrain::testing::json_tensor;
+using wavetrain::testing::load_json;
+
+const nlohmann::json& reference() {
+  static const nlohmann::json j = load_json(std::string(WAVETRAIN_TEST_DATA) + "/reference/fbank_vectors.json");
+  return j;
+}
+
+// torchaudio's keyword arguments onto FbankOptions (whose defaults are torchaudio's).
+FbankOptions options_from(const nlohmann::json& kwargs) {
+  FbankOptions o;
+  for (const auto& [key, v] : kwargs.items()) {
+    if (key == "blackman_coeff") o.blackman_coeff = v;
+    else if (key == "dither") o.dither = v;
+    else if (key == "energy_floor") o.energy_floor = v;
+    else if (key == "frame_length") o.frame_length = v;
+    else if (key == "frame_shift") o.frame_shift = v;
+    else if (key == "high_freq") o.high_freq = v;
+    else if (key == "htk_compat") o.htk_compat = v;
+    else if (key == "low_freq") o.low_freq = v;
+    else if (key == "num_mel_bins") o.num_mel_bins = v;
+    else if (key == "preemphasis_coefficient") o.preemphasis_coefficient = v;
+    else if (key == "raw_energy") o.raw_energy = v;
+    else if (key == "remove_dc_offset") o.remove_dc_offset = v;
+    else if (key == "round_to_power_of_two") o.round_to_power_of_two = v;
+    else if (key == "sample_frequency") o.sample_frequency = v;
+    else if (key == "snip_edges") o.snip_edges = v;
+    else if (key == "subtract_mean") o.subtract_mean = v;
+    else if (key == "use_energy") o.use_energy = v;
+    else if (key == "use_log_fbank") o.use_log_fbank = v;
+    else if (key == "use_power") o.use_power = v;
+    else if (key == "window_type") o.window_type = v;
+    else ADD_FAILURE() << "unknown option " << key;
+  }
+  return o;
+}
+
+at::Tensor reference_waveform(bool unit) {
+  const at::Tensor w = json_tensor(reference()["waveform_int16"], at::kFloat);
+  return unit ? w / 32768.0 : w;
+}
+
+TEST(Fbank, SixReferenceSettingsOnBothScalings) {
+  int checked = 0;
+  for (const auto& [name, c] : reference()["cases"].items()) {
+    const FbankOptions o = options_from(c["kwargs"]);
+    for (const char* scaling : {"int16", "unit"}) {
+      const at::Tensor expected = json_tensor(c[scaling]["data"]).view({c[scaling]["shape"][0], c[scaling]["shape"][1]});
+      const at::Tensor got = fbank(reference_waveform(std::string(scaling) == "unit"), o);
+      ASSERT_EQ(got.sizes(), expected.sizes()) << name << " " << scaling;
+      EXPECT_LE((got.to(at::kDouble) - expected).abs().max().item<double>(), 1e-4) << name << " " << scaling;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 12);
+}
+
+TEST(Fbank, FrameZeroIntermediates) {
+  const nlohmann::json& m = reference()["intermediates_case_a_int16"];
+  FbankOptions o;  // case a: torchaudio's defaults, dither 0
+  const FbankFrameStages st = fbank_frame_stages(reference_waveform(false), o, 0);
+  auto close = [](const std::vector<double>& got, const nlohmann::json& expected, double tol) {
+    const at::Tensor e = json_tensor(expected);
+    return (at::tensor(got, at::kDouble) - e).abs().max().item<double>() <= tol * std::max(1.0, e.abs().max().item<double>());
+  };
+  EXPECT_TRUE(close(st.raw, m["frame0_raw"], 1e-7));
+  EXPECT_TRUE(close(st.after_dc, m["frame0_after_dc"], 1e-6));
+  EXPECT_NEAR(st.raw_log_energy, m["frame0_raw_log_energy"].get<double>(), 1e-5);
+  EXPECT_TRUE(close(st.after_preemphasis, m["frame0_after_preemph"], 1e-6));
+  const at::Tensor window = kaldi_window(o);
+  EXPECT_LE((window - json_tensor(m["povey_window_400"])).abs().max().item<double>(), 1e-6);
+  const at::Tensor power = json_tensor(m["frame0_power_spectrum_257"]);
+  EXPECT_LE(((st.power_spectrum - power).abs() / power.abs().max()).max().item<double>(), 1e-5);
+  for (int bins : {23, 80, 128}) {
+    FbankOptions b = o;
+    b.num_mel_bins = bins;
+    const auto [banks, centres] = kaldi_mel_banks(b);
+    const nlohmann::json& eb = m["mel_banks_" + std::to_string(bins) + "x256"];
+    const at::Tensor expected = json_tensor(eb["data"]).view({eb["shape"][0], eb["shape"][1]});
+    EXPECT_LE((banks - expected).abs().max().item<double>(), 1e-5) << bins;
+    EXPECT_LE(((centres - json_tensor(m["mel_center_freqs_" + std::to_string(bins)])).abs()).max().item<double>(), 1e-2) << bins;
+  }
+  const at::Tensor frame0 = fbank(reference_waveform(false), o)[0];
+  EXPECT_LE((frame0.to(at::kDouble) - json_tensor(m["frame0_logmel23_float64"])).abs().max().item<double>(), 1e-4);
+}
+
+TEST(Fbank, MatchesTorchaudioOnRandomOptions) {
+  FILE* pipe = popen((std::string(WAVETRAIN_TEST_PYTHON) + " " + WAVETRAIN_TEST_DATA +
+                      "/../python/torchaudio_fbank.py 2>/dev/null").c_str(), "r");
+  std::string out;
+  char buf[1 << 16];
+  size_t n;
+  while (pipe && (n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
+  if (pipe) pclose(pipe);
+  if (out.empty()) GTEST_SKIP() << WAVETRAIN_TEST_PYTHON << " cannot import torchaudio: install Debian's python3-torchaudio";
+  std::istringstream lines(out);
+  int cases = 0;
+  for (std::string line; std::getline(lines, line); ++cases) {
+    const nlohmann::json c = nlohmann::json::parse(line);
+    const FbankOptions o = options_from(c["options"]);
+    const at::Tensor expected = json_tensor(c["features"]).view({c["shape"][0], c["shape"][1]});
+    const at::Tensor got = fbank(json_tensor(c["waveform"], at::kFloat), o).to(at::kDouble);
+    ASSERT_EQ(got.sizes(), expected.sizes()) << c["options"].dump();
+    // 1e-3 absolute on log values; relative to the magnitude for linear (use_log_fbank=false) ones.
+    const double err = ((got - expected).abs() / expected.abs().clamp_min(1.0)).max().item<double>();
+    EXPECT_LE(err, 1e-3) << c["options"].dump();
+  }
+  EXPECT_EQ(cases, 12);
+}
+
+TEST(Fbank, ShortWaveformsAndBadOptions) {
+  FbankOptions o;
+  EXPECT_EQ(fbank(at::zeros({400}), o).sizes(), (std::vector<int64_t>{1, 23}));
+  try {
+    fbank(at::zeros({399}), o);
+    ADD_FAILURE() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("399 samples, fewer than one 400-sample frame"), std::string::npos) << e.what();
+  }
+  o.min_duration = 0.1;
+  EXPECT_EQ(fbank(at::zeros({1000}), o).size(0), 0);
+  FbankOptions w;
+  w.window_type = "kaiser";
+  EXPECT_THROW(fbank(at::zeros({1000}), w), std::invalid_argument);
+  FbankOptions h;
+  h.high_freq = 9000;
+  EXPECT_THROW(fbank(at::zeros({1000}), h), std::invalid_argument);
+  // Dither: reproducible with a seeded generator, and different from no dither.
+  FbankOptions d = FbankOptions::kaldi();
+  at::Generator g1 = at::detail::createCPUGenerator(5), g2 = at::detail::createCPUGenerator(5);
+  const at::Tensor x = reference_waveform(false);
+  EXPECT_TRUE(at::equal(fbank(x, d, g1), fbank(x, d, g2)));
+}
+
+TEST(Fbank, BatchedEqualsOneByOne) {
+  at::manual_seed(3);
+  std::vector<at::Tensor> waves = {at::randn({16000}), at::randn({8123}), at::randn({400})};
+  FbankOptions o;
+  o.num_mel_bins = 80;
+  const std::vector<at::Tensor> batch = fbank(waves, o);
+  for (size_t i = 0; i < waves.size(); ++i) EXPECT_TRUE(at::equal(batch[i], fbank(waves[i], o))) << i;
+}
+
+TEST(SpecAugment, MasksAreBoundedAndSeeded) {
+  const at::Tensor f = at::ones({300, 80});
+  SpecAugmentOptions o;
+  at::Generator g1 = at::detail::createCPUGenerator(11), g2 = at::detail::createCPUGenerator(11);
+  const at::Tensor a = spec_augment(f, o, g1), b = spec_augment(f, o, g2);
+  EXPECT_TRUE(at::equal(a, b));
+  const at::Tensor masked = a == 0;
+  // Masked bins are whole columns or rows; at most 2 x 27 columns and 2 x 100 rows.
+  const int64_t full_columns = masked.all(0).sum().item<int64_t>(), full_rows = masked.all(1).sum().item<int64_t>();
+  EXPECT_LE(full_columns, 54);
+  EXPECT_LE(full_rows, 200);
+  const at::Tensor explained = masked.all(0).unsqueeze(0) | masked.all(1).unsqueeze(1);
+  EXPECT_TRUE(at::equal(masked, explained));
+  EXPECT_GT(masked.sum().item<int64_t>(), 0);
+}
+
+TEST(GlobalCmvn, NormalisesToZeroMeanUnitVariance) {
+  at::manual_seed(4);
+  GlobalCmvn cmvn;
+  std::vector<at::Tensor> parts = {at::randn({100, 5}) * 3 + 2, at::randn({50, 5}) * 3 + 2};
+  for (const at::Tensor& p : parts) cmvn.accumulate(p);
+  cmvn.finalize();
+  const at::Tensor all = cmvn.apply(at::cat(parts, 0)).to(at::kDouble);
+  EXPECT_LE(all.mean(0).abs().max().item<double>(), 1e-6);
+  EXPECT_LE((all.std(0, false) - 1).abs().max().item<double>(), 1e-6);
+  EXPECT_EQ(cmvn.frames(), 150);
+  EXPECT_THROW(GlobalCmvn().finalize(), std::logic_error);
+}
+
+}  // namespace
+}  // namespace wavetrain::data
