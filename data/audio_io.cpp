@@ -61,7 +61,9 @@ Audio read_audio(const std::string& path, const ReadOptions& options) {
                    " (libsndfile: " + sf_strerror(file.get()) + ")");
   Audio audio;
   audio.sample_rate = info.samplerate;
-  audio.samples = at::from_blob(interleaved.data(), {frames, channels}, at::kFloat).t().contiguous();
+  // clone, not contiguous(): for one channel the transpose is already contiguous and would still
+  // point into `interleaved`.
+  audio.samples = at::from_blob(interleaved.data(), {frames, channels}, at::kFloat).t().clone(at::MemoryFormat::Contiguous);
   if (options.sample_rate > 0 && options.sample_rate != audio.sample_rate) {
     audio.samples = resample(audio.samples, audio.sample_rate, options.sample_rate, options.quality);
     audio.sample_rate = options.sample_rate;
