@@ -1,0 +1,485 @@
+// The HDF5 dataset store (hdf5_store.h; schema in docs/data-format.md).
+#include "data/hdf5_store.h"
+
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <algorithm>
+#include <set>
+
+namespace wavetrain::data {
+namespace {
+
+constexpr size_t kFlushBytes = 8u << 20;  // a field's buffered values are written out past 8 MB
+constexpr size_t kChunkBytes = 256u << 10;
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) { throw StoreError(path + ": " + what); }
+
+hid_t native_type(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return H5T_NATIVE_FLOAT;
+    case at::kDouble: return H5T_NATIVE_DOUBLE;
+    case at::kLong: return H5T_NATIVE_INT64;
+    case at::kInt: return H5T_NATIVE_INT32;
+    case at::kShort: return H5T_NATIVE_INT16;
+    case at::kByte: return H5T_NATIVE_UINT8;
+    default: return -1;
+  }
+}
+
+std::optional<at::ScalarType> scalar_type_of(hid_t type) {
+  for (at::ScalarType t : {at::kFloat, at::kDouble, at::kLong, at::kInt, at::kShort, at::kByte})
+    if (H5Tequal(type, native_type(t)) > 0) return t;
+  return std::nullopt;
+}
+
+std::string shape_text(const std::vector<int64_t>& inner, at::ScalarType t) {
+  std::string s = "[*";
+  for (int64_t d : inner) s += ", " + std::to_string(d);
+  return s + "] " + c10::toString(t);
+}
+
+void write_attribute(hid_t object, const std::string& name, const AttributeValue& value) {
+  const hid_t space = H5Screate(H5S_SCALAR);
+  if (const auto* s = std::get_if<std::string>(&value)) {
+    const hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, H5T_VARIABLE);  // variable-length UTF-8: h5py returns str
+    H5Tset_cset(type, H5T_CSET_UTF8);
+    const hid_t a = H5Acreate2(object, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT);
+    const char* text = s->c_str();
+    H5Awrite(a, type, &text);
+    H5Aclose(a);
+    H5Tclose(type);
+  } else if (const auto* d = std::get_if<double>(&value)) {
+    const hid_t a = H5Acreate2(object, name.c_str(), H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_DOUBLE, d);
+    H5Aclose(a);
+  } else {
+    const int64_t v = std::get<int64_t>(value);
+    const hid_t a = H5Acreate2(object, name.c_str(), H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_INT64, &v);
+    H5Aclose(a);
+  }
+  H5Sclose(space);
+}
+
+std::optional<AttributeValue> read_attribute(hid_t object, const std::string& name) {
+  if (H5Aexists(object, name.c_str()) <= 0) return std::nullopt;
+  const hid_t a = H5Aopen(object, name.c_str(), H5P_DEFAULT);
+  const hid_t type = H5Aget_type(a);
+  std::optional<AttributeValue> out;
+  if (H5Tget_class(type) == H5T_STRING) {
+    if (H5Tis_variable_str(type) > 0) {
+      char* text = nullptr;
+      const hid_t mem = H5Tcopy(H5T_C_S1);
+      H5Tset_size(mem, H5T_VARIABLE);
+      H5Tset_cset(mem, H5Tget_cset(type));
+      if (H5Aread(a, mem, &text) >= 0 && text) {
+        out = std::string(text);
+        const hid_t space = H5Aget_space(a);
+        H5Dvlen_reclaim(mem, space, H5P_DEFAULT, &text);
+        H5Sclose(space);
+      }
+      H5Tclose(mem);
+    } else {
+      std::string text(H5Tget_size(type), '\0');
+      if (H5Aread(a, type, text.data()) >= 0) out = std::string(text.c_str());
+    }
+  } else if (H5Tget_class(type) == H5T_FLOAT) {
+    double d = 0;
+    if (H5Aread(a, H5T_NATIVE_DOUBLE, &d) >= 0) out = d;
+  } else if (H5Tget_class(type) == H5T_INTEGER) {
+    int64_t v = 0;
+    if (H5Aread(a, H5T_NATIVE_INT64, &v) >= 0) out = v;
+  }
+  H5Tclose(type);
+  H5Aclose(a);
+  return out;
+}
+
+std::vector<std::string> member_names(hid_t group) {
+  H5G_info_t info;
+  std::vector<std::string> names;
+  if (H5Gget_info(group, &info) < 0) return names;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    const ssize_t n = H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    std::string name(static_cast<size_t>(n), '\0');
+    H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), static_cast<size_t>(n) + 1, H5P_DEFAULT);
+    names.push_back(name);
+  }
+  return names;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// HDF5 prints its error stack to stderr by default; errors here become exceptions instead.
+void silence_hdf5() {
+  static const bool done = [] {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    return true;
+  }();
+  (void)done;
+}
+
+}  // namespace
+
+// ---- writer -------------------------------------------------------------------------------------
+
+struct DatasetWriter::Field {
+  hid_t group = -1, data = -1;
+  at::ScalarType dtype = at::kFloat;
+  std::vector<int64_t> inner;
+  size_t row_bytes = 0;
+  std::vector<uint8_t> buffer;
+  int64_t buffered_rows = 0, written_rows = 0;
+  std::vector<int64_t> offsets{0};
+};
+
+DatasetWriter::DatasetWriter(std::string path, std::string command) : path_(std::move(path)), command_(std::move(command)) {
+  silence_hdf5();
+  const std::filesystem::path target(path_);
+  temporary_ = (target.parent_path() / ("." + target.filename().string() + ".partial-" + std::to_string(::getpid()))).string();
+  file_ = H5Fcreate(temporary_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (file_ < 0) fail(path_, "cannot create (writing " + temporary_ + ")");
+}
+
+DatasetWriter::~DatasetWriter() {
+  if (finished_) return;
+  for (auto& [split, fields] : splits_)
+    for (auto& [name, f] : fields) {
+      if (f->data >= 0) H5Dclose(f->data);
+      if (f->group >= 0) H5Gclose(f->group);
+    }
+  if (file_ >= 0) H5Fclose(file_);
+  std::error_code ec;
+  std::filesystem::remove(temporary_, ec);
+}
+
+void DatasetWriter::set_attribute(const std::string& name, const AttributeValue& value) { attributes_[name] = value; }
+
+DatasetWriter::Field& DatasetWriter::field(const std::string& split, const std::string& name, const at::Tensor& like) {
+  auto& fields = splits_[split];
+  auto it = fields.find(name);
+  if (it != fields.end()) return *it->second;
+  const std::string split_path = "/" + split;
+  if (H5Lexists(file_, split_path.c_str(), H5P_DEFAULT) <= 0) H5Gclose(H5Gcreate2(file_, split_path.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  auto f = std::make_unique<Field>();
+  f->dtype = like.scalar_type();
+  f->inner.assign(like.sizes().begin() + 1, like.sizes().end());
+  f->row_bytes = static_cast<size_t>(like.element_size());
+  for (int64_t d : f->inner) f->row_bytes *= static_cast<size_t>(d);
+  f->group = H5Gcreate2(file_, (split_path + "/" + name).c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  if (f->group < 0) fail(path_, "cannot create group " + split_path + "/" + name);
+  const int rank = static_cast<int>(like.dim());
+  std::vector<hsize_t> dims(static_cast<size_t>(rank)), max_dims(static_cast<size_t>(rank)), chunk(static_cast<size_t>(rank));
+  dims[0] = 0;
+  max_dims[0] = H5S_UNLIMITED;
+  chunk[0] = static_cast<hsize_t>(std::max<size_t>(1, kChunkBytes / std::max<size_t>(1, f->row_bytes)));
+  for (int i = 1; i < rank; ++i) dims[static_cast<size_t>(i)] = max_dims[static_cast<size_t>(i)] = chunk[static_cast<size_t>(i)] = static_cast<hsize_t>(like.size(i));
+  const hid_t space = H5Screate_simple(rank, dims.data(), max_dims.data());
+  const hid_t plist = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(plist, rank, chunk.data());
+  H5Pset_shuffle(plist);
+  H5Pset_deflate(plist, 4);
+  f->data = H5Dcreate2(f->group, "data", native_type(f->dtype), space, H5P_DEFAULT, plist, H5P_DEFAULT);
+  H5Pclose(plist);
+  H5Sclose(space);
+  if (f->data < 0) fail(path_, "cannot create dataset " + split_path + "/" + name + "/data");
+  return *(fields[name] = std::move(f));
+}
+
+void DatasetWriter::add(const std::string& split, const Item& item_in, const std::string& id) {
+  if (finished_) fail(path_, "add after finish");
+  if (split.empty() || split.find('/') != std::string::npos) fail(path_, "bad split name '" + split + "'");
+  const int64_t index = items_[split];
+  const std::string where = "split '" + split + "' item " + std::to_string(index);
+  if (item_in.empty()) fail(path_, where + " has no fields");
+  Item item = item_in;
+  item["id"] = at::from_blob(const_cast<char*>(id.data()), {static_cast<int64_t>(id.size())}, at::kByte).clone();
+  // Every item of a split has the same fields.
+  auto& fields = splits_[split];
+  if (!fields.empty()) {
+    std::set<std::string> expected, got;
+    for (const auto& [name, f] : fields) expected.insert(name);
+    for (const auto& [name, t] : item) got.insert(name);
+    if (expected != got) {
+      std::string e, g;
+      for (const std::string& n : expected) e += (e.empty() ? "" : ", ") + n;
+      for (const std::string& n : got) g += (g.empty() ? "" : ", ") + n;
+      fail(path_, where + " has fields {" + g + "}, earlier items {" + e + "}");
+    }
+  }
+  for (const auto& [name, tensor] : item) {
+    if (name.empty() || name.find('/') != std::string::npos) fail(path_, where + ": bad field name '" + name + "'");
+    if (tensor.dim() < 1) fail(path_, where + " field '" + name + "' is a scalar; fields need a first (length) dimension");
+    if (native_type(tensor.scalar_type()) < 0)
+      fail(path_, where + " field '" + name + "' has dtype " + c10::toString(tensor.scalar_type()) +
+                      "; the store takes float32, float64, int64, int32, int16 and uint8");
+    Field& f = field(split, name, tensor);
+    const std::vector<int64_t> inner(tensor.sizes().begin() + 1, tensor.sizes().end());
+    if (inner != f.inner || tensor.scalar_type() != f.dtype) {
+      fail(path_, where + " field '" + name + "': expected " + shape_text(f.inner, f.dtype) + " like earlier items, got " +
+                      c10::str(tensor.sizes()) + " " + c10::toString(tensor.scalar_type()));
+    }
+    const at::Tensor c = tensor.cpu().contiguous();
+    const auto* bytes = static_cast<const uint8_t*>(c.data_ptr());
+    f.buffer.insert(f.buffer.end(), bytes, bytes + c.numel() * c.element_size());
+    f.buffered_rows += c.size(0);
+    f.offsets.push_back(f.offsets.back() + c.size(0));
+    if (f.buffer.size() >= kFlushBytes) flush(f);
+  }
+  ++items_[split];
+}
+
+void DatasetWriter::flush(Field& f) {
+  if (f.buffered_rows == 0) return;
+  const int rank = static_cast<int>(f.inner.size()) + 1;
+  std::vector<hsize_t> new_dims(static_cast<size_t>(rank)), start(static_cast<size_t>(rank), 0), count(static_cast<size_t>(rank));
+  new_dims[0] = static_cast<hsize_t>(f.written_rows + f.buffered_rows);
+  start[0] = static_cast<hsize_t>(f.written_rows);
+  count[0] = static_cast<hsize_t>(f.buffered_rows);
+  for (int i = 1; i < rank; ++i) new_dims[static_cast<size_t>(i)] = count[static_cast<size_t>(i)] = static_cast<hsize_t>(f.inner[static_cast<size_t>(i - 1)]);
+  if (H5Dset_extent(f.data, new_dims.data()) < 0) fail(path_, "cannot extend a dataset (disk full?)");
+  const hid_t file_space = H5Dget_space(f.data);
+  H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
+  const hid_t mem_space = H5Screate_simple(rank, count.data(), nullptr);
+  const herr_t status = H5Dwrite(f.data, native_type(f.dtype), mem_space, file_space, H5P_DEFAULT, f.buffer.data());
+  H5Sclose(mem_space);
+  H5Sclose(file_space);
+  if (status < 0) fail(path_, "write failed (disk full?)");
+  f.written_rows += f.buffered_rows;
+  f.buffered_rows = 0;
+  f.buffer.clear();
+}
+
+void DatasetWriter::finish() {
+  if (finished_) return;
+  for (auto& [split, fields] : splits_) {
+    for (auto& [name, f] : fields) {
+      flush(*f);
+      const hsize_t n = f->offsets.size();
+      const hid_t space = H5Screate_simple(1, &n, nullptr);
+      const hid_t d = H5Dcreate2(f->group, "offsets", H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+      const herr_t status = H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, f->offsets.data());
+      H5Dclose(d);
+      H5Sclose(space);
+      if (status < 0) fail(path_, "cannot write " + split + "/" + name + "/offsets");
+      H5Dclose(f->data);
+      H5Gclose(f->group);
+      f->data = f->group = -1;
+    }
+    const hid_t g = H5Gopen2(file_, ("/" + split).c_str(), H5P_DEFAULT);
+    write_attribute(g, "items", items_[split]);
+    H5Gclose(g);
+  }
+  const hid_t root = H5Gopen2(file_, "/", H5P_DEFAULT);
+  write_attribute(root, "format", std::string(kStoreFormat));
+  write_attribute(root, "format_version", kStoreFormatVersion);
+  write_attribute(root, "created", utc_now());
+  write_attribute(root, "command", command_);
+#ifdef WAVETRAIN_DATA_VERSION
+  write_attribute(root, "wavetrain_version", std::string(WAVETRAIN_DATA_VERSION));
+#endif
+  for (const auto& [name, value] : attributes_) write_attribute(root, name, value);
+  write_attribute(root, "complete", int64_t{1});  // last: a reader refuses a file without it
+  H5Gclose(root);
+  if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0 || H5Fclose(file_) < 0) {
+    file_ = -1;
+    fail(path_, "cannot be completed (disk full?)");
+  }
+  file_ = -1;
+  std::error_code ec;
+  std::filesystem::rename(temporary_, path_, ec);
+  if (ec) fail(path_, "cannot be put in place: " + ec.message());
+  finished_ = true;
+}
+
+// ---- reader -------------------------------------------------------------------------------------
+
+DatasetReader::DatasetReader(const std::string& path, size_t cache_items) : path_(path), cache_items_(cache_items) {
+  silence_hdf5();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) fail(path, "no such file");
+  if (H5Fis_hdf5(path.c_str()) <= 0) fail(path, "not an HDF5 file");
+  file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (file_ < 0) fail(path, "cannot be opened as HDF5 (truncated or damaged?)");
+  const hid_t root = H5Gopen2(file_, "/", H5P_DEFAULT);
+  const std::optional<AttributeValue> format = read_attribute(root, "format");
+  const std::optional<AttributeValue> complete = read_attribute(root, "complete");
+  if (!format || std::get_if<std::string>(&*format) == nullptr || std::get<std::string>(*format) != kStoreFormat) {
+    H5Gclose(root);
+    H5Fclose(file_);
+    fail(path, std::string("not a wavetrain dataset (its 'format' attribute is not '") + kStoreFormat + "')");
+  }
+  if (!complete || std::get_if<int64_t>(&*complete) == nullptr || std::get<int64_t>(*complete) != 1) {
+    H5Gclose(root);
+    H5Fclose(file_);
+    fail(path, "incomplete: the build that wrote it did not finish");
+  }
+  for (int i = 0, n = H5Aget_num_attrs(root); i < n; ++i) {
+    char name[256];
+    const hid_t a = H5Aopen_by_idx(root, ".", H5_INDEX_NAME, H5_ITER_INC, static_cast<hsize_t>(i), H5P_DEFAULT, H5P_DEFAULT);
+    H5Aget_name(a, sizeof(name), name);
+    H5Aclose(a);
+    if (auto v = read_attribute(root, name)) attributes_[name] = *v;
+  }
+  for (const std::string& split : member_names(root)) {
+    const hid_t g = H5Gopen2(root, split.c_str(), H5P_DEFAULT);
+    if (g < 0) continue;
+    for (const std::string& field : member_names(g)) {
+      const std::string where = "split '" + split + "' field '" + field + "'";
+      FieldIndex f;
+      const hid_t access = H5Pcreate(H5P_DATASET_ACCESS);
+      H5Pset_chunk_cache(access, 521, 16u << 20, 0.75);  // 16 MB of decoded chunks per field
+      f.data = H5Dopen2(g, (field + "/data").c_str(), access);
+      H5Pclose(access);
+      const hid_t off = H5Dopen2(g, (field + "/offsets").c_str(), H5P_DEFAULT);
+      if (f.data < 0 || off < 0) fail(path, where + " lacks its data or offsets dataset");
+      const hid_t type = H5Dget_type(f.data);
+      const std::optional<at::ScalarType> t = scalar_type_of(type);
+      H5Tclose(type);
+      if (!t) fail(path, where + " has a data type the store does not use");
+      f.dtype = *t;
+      const hid_t space = H5Dget_space(f.data);
+      const int rank = H5Sget_simple_extent_ndims(space);
+      std::vector<hsize_t> dims(static_cast<size_t>(rank));
+      H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+      H5Sclose(space);
+      for (int i = 1; i < rank; ++i) f.inner.push_back(static_cast<int64_t>(dims[static_cast<size_t>(i)]));
+      const hid_t ospace = H5Dget_space(off);
+      const hssize_t n = H5Sget_simple_extent_npoints(ospace);
+      H5Sclose(ospace);
+      f.offsets.resize(static_cast<size_t>(n));
+      const herr_t status = H5Dread(off, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, f.offsets.data());
+      H5Dclose(off);
+      if (status < 0 || f.offsets.empty() || f.offsets.front() != 0 ||
+          f.offsets.back() != static_cast<int64_t>(rank > 0 ? dims[0] : 0) ||
+          !std::is_sorted(f.offsets.begin(), f.offsets.end()))
+        fail(path, where + " has damaged offsets (they must rise from 0 to the data's length " +
+                       std::to_string(rank > 0 ? dims[0] : 0) + ")");
+      splits_[split][field] = std::move(f);
+    }
+    H5Gclose(g);
+    // Fields of a split agree on the number of items.
+    size_t items = 0;
+    for (const auto& [name, f] : splits_[split]) {
+      if (items == 0) items = f.offsets.size();
+      if (f.offsets.size() != items) fail(path, "split '" + split + "': fields disagree on the number of items");
+    }
+  }
+  H5Gclose(root);
+}
+
+DatasetReader::~DatasetReader() {
+  for (auto& [split, fields] : splits_)
+    for (auto& [name, f] : fields)
+      if (f.data >= 0) H5Dclose(f.data);
+  if (file_ >= 0) H5Fclose(file_);
+}
+
+std::vector<std::string> DatasetReader::splits() const {
+  std::vector<std::string> out;
+  for (const auto& [name, f] : splits_) out.push_back(name);
+  return out;
+}
+
+std::vector<std::string> DatasetReader::fields(const std::string& split) const {
+  std::vector<std::string> out;
+  auto it = splits_.find(split);
+  if (it == splits_.end()) fail(path_, "no split '" + split + "'");
+  for (const auto& [name, f] : it->second)
+    if (name != "id") out.push_back(name);
+  return out;
+}
+
+const DatasetReader::FieldIndex& DatasetReader::index(const std::string& split, const std::string& field) const {
+  auto it = splits_.find(split);
+  if (it == splits_.end()) fail(path_, "no split '" + split + "'");
+  auto f = it->second.find(field);
+  if (f == it->second.end()) fail(path_, "split '" + split + "' has no field '" + field + "'");
+  return f->second;
+}
+
+int64_t DatasetReader::size(const std::string& split) const {
+  auto it = splits_.find(split);
+  if (it == splits_.end()) fail(path_, "no split '" + split + "'");
+  return it->second.empty() ? 0 : static_cast<int64_t>(it->second.begin()->second.offsets.size()) - 1;
+}
+
+int64_t DatasetReader::length(const std::string& split, const std::string& field, int64_t i) const {
+  const FieldIndex& f = index(split, field);
+  if (i < 0 || i + 1 >= static_cast<int64_t>(f.offsets.size()))
+    fail(path_, "split '" + split + "' has no item " + std::to_string(i));
+  return f.offsets[static_cast<size_t>(i + 1)] - f.offsets[static_cast<size_t>(i)];
+}
+
+at::Tensor DatasetReader::read(const FieldIndex& f, int64_t i) const {
+  const int64_t begin = f.offsets[static_cast<size_t>(i)], rows = f.offsets[static_cast<size_t>(i + 1)] - begin;
+  std::vector<int64_t> shape{rows};
+  shape.insert(shape.end(), f.inner.begin(), f.inner.end());
+  at::Tensor out = at::empty(shape, f.dtype);
+  if (rows == 0 || out.numel() == 0) return out;
+  const int rank = static_cast<int>(shape.size());
+  std::vector<hsize_t> start(static_cast<size_t>(rank), 0), count(shape.begin(), shape.end());
+  start[0] = static_cast<hsize_t>(begin);
+  const hid_t file_space = H5Dget_space(f.data);
+  H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
+  const hid_t mem_space = H5Screate_simple(rank, count.data(), nullptr);
+  const herr_t status = H5Dread(f.data, native_type(f.dtype), mem_space, file_space, H5P_DEFAULT, out.data_ptr());
+  H5Sclose(mem_space);
+  H5Sclose(file_space);
+  if (status < 0) fail(path_, "reading item " + std::to_string(i) + " failed (damaged data?)");
+  return out;
+}
+
+Item DatasetReader::item(const std::string& split, int64_t i) const {
+  const std::string key = split + "\n" + std::to_string(i);
+  std::lock_guard<std::mutex> lock(mutex_);  // HDF5 calls and the cache, one thread at a time
+  auto hit = cached_.find(key);
+  if (hit != cached_.end()) {
+    lru_.splice(lru_.begin(), lru_, hit->second);
+    return hit->second->second;
+  }
+  auto it = splits_.find(split);
+  if (it == splits_.end()) fail(path_, "no split '" + split + "'");
+  if (i < 0 || i >= size(split)) fail(path_, "split '" + split + "' has no item " + std::to_string(i));
+  Item out;
+  for (const auto& [name, f] : it->second)
+    if (name != "id") out[name] = read(f, i);
+  if (cache_items_ > 0) {
+    lru_.emplace_front(key, out);
+    cached_[key] = lru_.begin();
+    if (lru_.size() > cache_items_) {
+      cached_.erase(lru_.back().first);
+      lru_.pop_back();
+    }
+  }
+  return out;
+}
+
+std::string DatasetReader::id(const std::string& split, int64_t i) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const FieldIndex& f = index(split, "id");
+  if (i < 0 || i >= size(split)) fail(path_, "split '" + split + "' has no item " + std::to_string(i));
+  const at::Tensor bytes = read(f, i);
+  return std::string(static_cast<const char*>(bytes.data_ptr()), static_cast<size_t>(bytes.numel()));
+}
+
+std::optional<AttributeValue> DatasetReader::attribute(const std::string& name) const {
+  auto it = attributes_.find(name);
+  if (it == attributes_.end()) return std::nullopt;
+  return it->second;
+}
+
+}  // namespace wavetrain::data
