@@ -1,0 +1,145 @@
+// Amp models, .nam files and long-audio processing (amp_model.h).
+#include "experiments/amp/amp_model.h"
+
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace wavetrain::experiments::amp {
+namespace {
+
+constexpr const char* kNamVersion = "0.5.4";
+
+[[noreturn]] void bad_file(const std::string& path, const std::string& what) { throw std::runtime_error(path + ": " + what); }
+
+}  // namespace
+
+torch::nn::Module& AmpModel::module() {
+  if (wavenet) return *wavenet;
+  return *lstm;
+}
+
+int64_t AmpModel::receptive_field() const { return wavenet ? wavenet->receptive_field() : 1; }
+
+int64_t AmpModel::parameters() const {
+  int64_t n = 0;
+  for (const at::Tensor& p : (wavenet ? wavenet->parameters() : lstm->parameters())) n += p.numel();
+  return n;
+}
+
+AmpModel make_amp_model(const std::string& architecture, const std::string& preset, double sample_rate) {
+  AmpModel m;
+  m.sample_rate = sample_rate;
+  if (architecture == "wavenet") {
+    m.architecture = "WaveNet";
+    m.wavenet = WaveNet(wavenet_preset(preset));
+  } else if (architecture == "lstm") {
+    m.architecture = "LSTM";
+    m.lstm = Lstm(lstm_preset(preset));
+  } else {
+    throw std::invalid_argument("model.architecture '" + architecture + "' is not one of wavenet, lstm");
+  }
+  return m;
+}
+
+void write_nam(const std::string& path, const AmpModel& m) {
+  nlohmann::json j;
+  j["version"] = kNamVersion;
+  j["architecture"] = m.architecture;
+  j["config"] = m.wavenet ? wavenet_config_to_json(m.wavenet->config()) : lstm_config_to_json(m.lstm->config());
+  j["weights"] = m.wavenet ? m.wavenet->export_weights() : m.lstm->export_weights();
+  j["sample_rate"] = m.sample_rate;
+  nlohmann::json meta = m.metadata;
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  if (!meta.contains("date"))
+    meta["date"] = {{"year", tm.tm_year + 1900}, {"month", tm.tm_mon + 1}, {"day", tm.tm_mday},
+                    {"hour", tm.tm_hour},         {"minute", tm.tm_min},    {"second", tm.tm_sec}};
+  j["metadata"] = meta;
+  const std::filesystem::path target(path);
+  const std::string temporary = (target.parent_path() / ("." + target.filename().string() + ".partial")).string();
+  {
+    std::ofstream out(temporary);
+    out << j.dump();
+    if (!out) bad_file(path, "cannot be written");
+  }
+  std::error_code ec;
+  std::filesystem::rename(temporary, target, ec);
+  if (ec) bad_file(path, "cannot be put in place: " + ec.message());
+}
+
+AmpModel read_nam(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) bad_file(path, "cannot be opened");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    bad_file(path, std::string("not JSON: ") + e.what());
+  }
+  for (const char* key : {"version", "architecture", "config", "weights"})
+    if (!j.contains(key)) bad_file(path, std::string("no '") + key + "' (not a .nam file?)");
+  const std::string version = j["version"].get<std::string>();
+  if (version.rfind("0.5.", 0) != 0) bad_file(path, "version " + version + "; this reader takes 0.5.x");
+  AmpModel m;
+  m.architecture = j["architecture"].get<std::string>();
+  try {
+    if (m.architecture == "WaveNet") m.wavenet = WaveNet(wavenet_config_from_json(j["config"]));
+    else if (m.architecture == "LSTM") m.lstm = Lstm(lstm_config_from_json(j["config"]));
+    else bad_file(path, "architecture '" + m.architecture + "' is not WaveNet or LSTM");
+    const std::vector<float> w = j["weights"].get<std::vector<float>>();
+    if (m.wavenet) m.wavenet->import_weights(w);
+    else m.lstm->import_weights(w);
+  } catch (const std::invalid_argument& e) {
+    bad_file(path, e.what());
+  }
+  m.sample_rate = j.value("sample_rate", 48000.0);
+  if (j.contains("metadata") && j["metadata"].is_object()) m.metadata = j["metadata"];
+  return m;
+}
+
+at::Tensor process(AmpModel& m, const at::Tensor& audio, const ProcessOptions& o) {
+  if (audio.dim() != 1) throw std::invalid_argument("process: audio must be mono [samples], got " + c10::str(audio.sizes()));
+  if (o.chunk < 1) throw std::invalid_argument("process: chunk must be >= 1");
+  torch::NoGradGuard no_grad;
+  m.module().eval();
+  const at::Tensor x = audio.to(at::kFloat).contiguous();
+  const int64_t n = x.numel(), rf = m.receptive_field();
+  at::Tensor out = at::empty({n}, at::kFloat);
+  auto run_fresh = [&](const at::Tensor& in) {  // [L] -> [L], zero context / initial state
+    if (m.wavenet) return m.wavenet->forward(at::cat({at::zeros({rf - 1}), in}).view({1, 1, -1})).view({-1});
+    return m.lstm->forward(in.view({1, 1, -1})).view({-1});
+  };
+  if (o.mode == "exact") {
+    const at::Tensor padded = at::cat({at::zeros({rf - 1}), x});
+    LstmImpl::State state;
+    for (int64_t s = 0; s < n; s += o.chunk) {
+      const int64_t len = std::min(o.chunk, n - s);
+      if (m.wavenet)
+        out.narrow(0, s, len).copy_(m.wavenet->forward(padded.narrow(0, s, len + rf - 1).view({1, 1, -1})).view({-1}));
+      else
+        out.narrow(0, s, len).copy_(m.lstm->forward(x.narrow(0, s, len).view({1, 1, -1}), state).view({-1}));
+    }
+    return out;
+  }
+  if (o.mode != "crossfade") throw std::invalid_argument("process: mode '" + o.mode + "' is not exact or crossfade");
+  for (int64_t s = 0; s < n; s += o.chunk) {
+    const int64_t len = std::min(o.chunk, n - s), lead = std::min(o.overlap, s);
+    const at::Tensor y = run_fresh(x.narrow(0, s - lead, len + lead));
+    out.narrow(0, s, len).copy_(y.narrow(0, lead, len));
+    if (lead > 0) {  // blend the early start into the previous chunk's tail
+      const at::Tensor ramp = (at::arange(lead, at::kFloat) + 1) / static_cast<double>(lead + 1);
+      const at::Tensor prev = out.narrow(0, s - lead, lead);
+      prev.copy_(prev * (1 - ramp) + y.narrow(0, 0, lead) * ramp);
+    }
+  }
+  return out;
+}
+
+}  // namespace wavetrain::experiments::amp

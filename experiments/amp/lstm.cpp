@@ -1,0 +1,112 @@
+// NAM's LSTM (lstm.h).
+#include "experiments/amp/lstm.h"
+
+#include <stdexcept>
+
+namespace wavetrain::experiments::amp {
+
+std::vector<std::string> lstm_preset_names() { return {"1x24", "2x8", "1x16", "1x12"}; }
+
+LstmConfig lstm_preset(const std::string& name) {
+  LstmConfig c;
+  if (name == "1x24") c.hidden_size = 24;
+  else if (name == "2x8") c = {1, 8, 2};
+  else if (name == "1x16") c.hidden_size = 16;
+  else if (name == "1x12") c.hidden_size = 12;
+  else throw std::invalid_argument("LSTM preset '" + name + "' is not one of 1x24, 2x8, 1x16, 1x12");
+  return c;
+}
+
+nlohmann::json lstm_config_to_json(const LstmConfig& c) {
+  return {{"input_size", c.input_size}, {"hidden_size", c.hidden_size}, {"num_layers", c.num_layers}};
+}
+
+LstmConfig lstm_config_from_json(const nlohmann::json& j) {
+  LstmConfig c;
+  for (const char* key : {"input_size", "hidden_size", "num_layers"})
+    if (!j.is_object() || !j.contains(key)) throw std::invalid_argument(std::string("LSTM config: no '") + key + "'");
+  c.input_size = j.at("input_size").get<int64_t>();
+  c.hidden_size = j.at("hidden_size").get<int64_t>();
+  c.num_layers = j.at("num_layers").get<int64_t>();
+  if (c.input_size != 1 || c.hidden_size < 1 || c.num_layers < 1)
+    throw std::invalid_argument("LSTM config: needs input_size 1, hidden_size >= 1 and num_layers >= 1");
+  return c;
+}
+
+LstmImpl::LstmImpl(LstmConfig config) : config_(config) {
+  core_ = register_module("core", torch::nn::LSTM(torch::nn::LSTMOptions(config_.input_size, config_.hidden_size)
+                                                       .num_layers(config_.num_layers)
+                                                       .batch_first(true)));
+  head_ = register_module("head", torch::nn::Linear(config_.hidden_size, 1));
+  initial_hidden_ = register_parameter("initial_hidden", at::zeros({config_.num_layers, config_.hidden_size}));
+  initial_cell_ = register_parameter("initial_cell", at::zeros({config_.num_layers, config_.hidden_size}));
+}
+
+at::Tensor LstmImpl::forward(const at::Tensor& x) {
+  State state;
+  return forward(x, state);
+}
+
+at::Tensor LstmImpl::forward(const at::Tensor& x, State& state) {
+  if (x.dim() != 3 || x.size(1) != 1) throw std::invalid_argument("LSTM: input must be [batch][1][samples], got " + c10::str(x.sizes()));
+  const int64_t b = x.size(0);
+  if (!state.first.defined())
+    state = {initial_hidden_.unsqueeze(1).expand({-1, b, -1}).contiguous(), initial_cell_.unsqueeze(1).expand({-1, b, -1}).contiguous()};
+  auto [features, next] = core_->forward(x.transpose(1, 2), std::make_tuple(state.first, state.second));  // [B][L][hidden]
+  state = {std::get<0>(next), std::get<1>(next)};
+  return head_->forward(features).transpose(1, 2);  // [B][1][L]
+}
+
+std::vector<float> LstmImpl::export_weights() const {
+  std::vector<float> w;
+  auto append = [&](const at::Tensor& t) {
+    const at::Tensor flat = t.detach().to(at::kFloat).cpu().contiguous().view({-1});
+    w.insert(w.end(), flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel());
+  };
+  const auto params = core_->named_parameters();
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    const std::string l = std::to_string(i);
+    append(at::cat({params["weight_ih_l" + l], params["weight_hh_l" + l]}, 1));
+    append(params["bias_ih_l" + l] + params["bias_hh_l" + l]);
+    append(initial_hidden_[i]);
+    append(initial_cell_[i]);
+  }
+  append(head_->weight);
+  append(head_->bias);
+  return w;
+}
+
+void LstmImpl::import_weights(const std::vector<float>& w) {
+  const int64_t h = config_.hidden_size;
+  size_t expected = static_cast<size_t>(h + 1);
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    const int64_t in = i == 0 ? config_.input_size : h;
+    expected += static_cast<size_t>(4 * h * (in + h) + 4 * h + 2 * h);
+  }
+  if (w.size() != expected)
+    throw std::invalid_argument("LSTM: " + std::to_string(w.size()) + " weights given, this architecture has " +
+                                std::to_string(expected));
+  torch::NoGradGuard no_grad;
+  size_t at = 0;
+  auto take = [&](int64_t n) {
+    const at::Tensor t = at::from_blob(const_cast<float*>(w.data() + at), {n}, at::kFloat).clone();
+    at += static_cast<size_t>(n);
+    return t;
+  };
+  auto params = core_->named_parameters();
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    const std::string l = std::to_string(i);
+    const int64_t in = i == 0 ? config_.input_size : h;
+    const at::Tensor both = take(4 * h * (in + h)).view({4 * h, in + h});
+    params["weight_ih_l" + l].copy_(both.narrow(1, 0, in));
+    params["weight_hh_l" + l].copy_(both.narrow(1, in, h));
+    params["bias_ih_l" + l].copy_(take(4 * h));  // NAM keeps the sum; it all goes to one bias
+    params["bias_hh_l" + l].zero_();
+    initial_hidden_[i].copy_(take(h));
+    initial_cell_[i].copy_(take(h));
+  }
+  head_->weight.copy_(take(h).view({1, h}));
+  head_->bias.copy_(take(1));
+}
+
+}  // namespace wavetrain::experiments::amp
