@@ -22,6 +22,7 @@ struct ExitCode {
   int code;
 };
 
+void add_amp_commands(CLI::App& app);  // data amp, export nam, import nam, infer
 void add_ckpt_command(CLI::App& app);
 void add_devices_command(CLI::App& app);
 void add_eval_command(CLI::App& app);

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "cli/commands.h"
+#include "experiments/register.h"
 #include "trainer/threads.h"
 #include "trainer/torch_compat.h"
 
@@ -61,6 +62,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", version_text());
   app.require_subcommand(1);
   app.fallthrough(false);
+  wavetrain::experiments::register_tasks();
+  add_amp_commands(app);
   add_ckpt_command(app);
   add_devices_command(app);
   add_eval_command(app);

@@ -1,0 +1,135 @@
+// The amp-modeling commands:
+//   wavetrain data amp --input DRY --output AMP -o STORE   capture data, checked and aligned
+//   wavetrain export nam CHECKPOINT -o MODEL.nam            for the NAM plugin
+//   wavetrain import nam MODEL.nam -o MODEL.ckpt            a .nam file as a wavetrain checkpoint
+//   wavetrain infer MODEL IN.wav -o OUT.wav                 any length, chunked (MODEL: .ckpt or .nam)
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "data/audio_io.h"
+#include "experiments/amp/amp_task.h"
+#include "experiments/amp/capture.h"
+#include "trainer/checkpoint.h"
+#include "trainer/config/yaml_io.h"
+#include "trainer/weights.h"
+
+namespace wavetrain::cli {
+namespace {
+
+namespace amp = experiments::amp;
+
+// A model from a wavetrain checkpoint (its recorded config says which) or a .nam file.
+amp::AmpModel load_model(const std::string& path) {
+  if (path.size() > 4 && path.compare(path.size() - 4, 4, ".nam") == 0) return amp::read_nam(path);
+  const TrainingState s = Checkpoint::load(path);
+  const config::Config cfg(config::load_yaml_string(s.config_yaml, path + " (recorded config)"));
+  amp::AmpModel m = amp::amp_model_from_config(cfg);
+  load_state_dict(m.module(), s.model, /*strict=*/true, path);
+  for (const auto& [name, value] : s.metrics)
+    if (name == "val/esr") m.metadata["training"]["validation_esr"] = value;
+  if (cfg.has("amp.sample_rate")) m.sample_rate = cfg.get_float("amp.sample_rate");
+  return m;
+}
+
+std::string preset_of(const amp::AmpModel& m) {
+  if (m.wavenet) {
+    // head_scale comes back from the file's float32 weights: compare it to float precision.
+    const amp::WaveNetConfig& c = m.wavenet->config();
+    for (const std::string& p : amp::wavenet_preset_names()) {
+      const amp::WaveNetConfig preset = amp::wavenet_preset(p);
+      if (amp::wavenet_config_to_json(preset)["layers"] == amp::wavenet_config_to_json(c)["layers"] &&
+          std::abs(preset.head_scale - c.head_scale) <= 1e-6 * preset.head_scale)
+        return p;
+    }
+  } else {
+    for (const std::string& p : amp::lstm_preset_names())
+      if (amp::lstm_config_to_json(amp::lstm_preset(p)) == amp::lstm_config_to_json(m.lstm->config())) return p;
+  }
+  return "";
+}
+
+}  // namespace
+
+void add_amp_commands(CLI::App& app) {
+  // data amp
+  CLI::App* data = app.add_subcommand("data", "Build datasets");
+  data->require_subcommand(1);
+  auto capture = std::make_shared<amp::CaptureOptions>();
+  CLI::App* amp_data = data->add_subcommand("amp", "Capture data for amp modeling: dry input and amp output, checked and aligned");
+  amp_data->add_option("--input", capture->input, "The dry signal sent to the amp (mono WAV/FLAC)")->required();
+  amp_data->add_option("--output", capture->output, "The amp's recorded output (mono, same rate)")->required();
+  amp_data->add_option("-o,--store", capture->store, "The HDF5 store to write")->required();
+  amp_data->add_option("--delay", capture->delay, "Output latency in samples (default: estimated)");
+  amp_data->add_option("--valid-seconds", capture->valid_seconds, "Seconds at the end kept for validation")->capture_default_str();
+  amp_data->callback([capture] {
+    capture->command = "wavetrain data amp --input " + capture->input + " --output " + capture->output + " -o " + capture->store;
+    const amp::CaptureReport r = amp::build_capture(*capture);
+    std::printf("capture: %s\n  %d Hz, %.2f s aligned (train %.2f s, validation %.2f s)\n  latency: %lld samples (%.2f ms, %s)\n",
+                capture->store.c_str(), r.sample_rate, static_cast<double>(r.samples) / r.sample_rate,
+                static_cast<double>(r.train_samples) / r.sample_rate, static_cast<double>(r.valid_samples) / r.sample_rate,
+                static_cast<long long>(r.delay), 1000.0 * static_cast<double>(r.delay) / r.sample_rate,
+                r.delay_estimated ? "estimated; override with --delay N" : "given");
+    if (r.trimmed_output_samples > 0)
+      std::printf("  the output's last %lld samples (past the input's end) were cut\n", static_cast<long long>(r.trimmed_output_samples));
+  });
+
+  // export nam / import nam
+  auto source = std::make_shared<std::string>(), target = std::make_shared<std::string>();
+  CLI::App* exp = app.add_subcommand("export", "Export a trained model");
+  exp->require_subcommand(1);
+  CLI::App* exp_nam = exp->add_subcommand("nam", "Write a .nam file for the NAM plugin");
+  exp_nam->add_option("checkpoint", *source, "A checkpoint of an amp run")->required();
+  exp_nam->add_option("-o,--output", *target, "The .nam file")->required();
+  exp_nam->callback([source, target] {
+    amp::AmpModel m = load_model(*source);
+    write_nam(*target, m);
+    std::printf("wrote %s (%s, %lld parameters)\n", target->c_str(), m.architecture.c_str(), static_cast<long long>(m.parameters()));
+  });
+  CLI::App* imp = app.add_subcommand("import", "Import a model");
+  imp->require_subcommand(1);
+  CLI::App* imp_nam = imp->add_subcommand("nam", "Read a .nam file into a wavetrain checkpoint");
+  imp_nam->add_option("model", *source, "A .nam file")->required();
+  imp_nam->add_option("-o,--output", *target, "The checkpoint to write")->required();
+  imp_nam->callback([source, target] {
+    amp::AmpModel m = amp::read_nam(*source);
+    TrainingState s;
+    s.model = module_state_dict(m.module());
+    const std::string preset = preset_of(m);
+    s.config_yaml = "model:\n  architecture: " + std::string(m.wavenet ? "wavenet" : "lstm") + "\n";
+    if (!preset.empty()) s.config_yaml += "  preset: '" + preset + "'\n";
+    else s.config_yaml += "  nam_config: '" + (m.wavenet ? amp::wavenet_config_to_json(m.wavenet->config()) : amp::lstm_config_to_json(m.lstm->config())).dump() + "'\n";
+    s.config_yaml += "amp:\n  sample_rate: " + std::to_string(m.sample_rate) + "\n";
+    Checkpoint::save(*target, s);
+    std::printf("wrote %s (%s%s)\n", target->c_str(), m.architecture.c_str(), preset.empty() ? "" : (", preset " + preset).c_str());
+  });
+
+  // infer
+  auto in = std::make_shared<std::string>(), out = std::make_shared<std::string>();
+  auto options = std::make_shared<amp::ProcessOptions>();
+  CLI::App* infer = app.add_subcommand("infer", "Run an amp model over an audio file of any length");
+  infer->add_option("model", *source, "A checkpoint or a .nam file")->required();
+  infer->add_option("input", *in, "Input audio (mono)")->required();
+  infer->add_option("-o,--output", *out, "Output WAV (float32)")->required();
+  infer->add_option("--chunk", options->chunk, "Samples per chunk")->capture_default_str();
+  infer->add_option("--mode", options->mode, "exact (carry context/state) or crossfade")->capture_default_str();
+  infer->add_option("--overlap", options->overlap, "Crossfade length (crossfade mode)")->capture_default_str();
+  infer->callback([source, in, out, options] {
+    amp::AmpModel m = load_model(*source);
+    data::ReadOptions ro;
+    ro.channels = 1;
+    ro.sample_rate = static_cast<int>(m.sample_rate);
+    const data::Audio audio = data::read_audio(*in, ro);
+    const auto t0 = std::chrono::steady_clock::now();
+    const at::Tensor y = amp::process(m, audio.samples[0], *options);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    data::write_wav(*out, y, audio.sample_rate, data::WavSubtype::kFloat32);
+    const double duration = static_cast<double>(y.numel()) / audio.sample_rate;
+    std::printf("%s: %.2f s of audio in %.2f s: %.1fx real time (chunk %lld, %s)\n", out->c_str(), duration, seconds,
+                duration / std::max(seconds, 1e-9), static_cast<long long>(options->chunk), options->mode.c_str());
+  });
+}
+
+}  // namespace wavetrain::cli

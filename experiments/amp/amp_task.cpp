@@ -1,0 +1,118 @@
+// The "amp" training task: a NAM model learns an amp from a capture store (capture.h).
+//
+// Training items are windows of the training split, as in the NAM trainer: `amp.segment` output
+// samples (8192) each, with the model's context in front (the receptive field - 1 for WaveNet,
+// `amp.burn_in` samples for the LSTM, whose state has no fixed context), starting every segment
+// samples. Validation is one pass over the whole validation split; ESR is computed on it as the
+// NAM trainer reports it.
+//
+// Config: amp.data (the capture store, required), amp.segment, amp.burn_in, amp.loss.{mse, esr,
+// dc, mrstft, pre_emphasis} (configs/experiment/amp.yaml has NAM's defaults), model.architecture
+// (wavenet, lstm), model.preset.
+#include <ATen/ATen.h>
+
+#include "data/hdf5_store.h"
+#include "experiments/amp/amp_model.h"
+#include "experiments/amp/amp_task.h"
+#include "losses/audio_losses.h"
+#include "trainer/task.h"
+
+namespace wavetrain::experiments::amp {
+namespace {
+
+losses::CombinedLoss loss_from_config(const config::Config& cfg) {
+  std::vector<std::pair<std::string, double>> terms;
+  for (const char* name : {"mse", "esr", "dc", "mrstft", "pre_emphasis"}) {
+    const std::string key = std::string("amp.loss.") + name;
+    if (cfg.has(key)) terms.emplace_back(name, cfg.get_float(key));
+  }
+  if (terms.empty()) terms = {{"mse", 1.0}};
+  return losses::CombinedLoss(terms);
+}
+
+class AmpTask : public Task {
+ public:
+  explicit AmpTask(const config::Config& cfg) : loss_(loss_from_config(cfg)) {
+    const std::string path = cfg.get_string("amp.data");
+    const data::DatasetReader store(path);
+    const data::Item train = store.item("train", 0), valid = store.item("valid", 0);
+    train_x_ = train.at("input");
+    train_y_ = train.at("target");
+    valid_x_ = valid.at("input");
+    valid_y_ = valid.at("target");
+    double rate = 48000;
+    if (auto a = store.attribute("sample_rate"))
+      if (const auto* v = std::get_if<int64_t>(&*a)) rate = static_cast<double>(*v);
+    model_ = amp_model_from_config(cfg);
+    model_.sample_rate = rate;
+    segment_ = cfg.get_int("amp.segment", 8192);
+    context_ = model_.wavenet ? model_.receptive_field() - 1 : cfg.get_int("amp.burn_in", 4096);
+    if (segment_ < 1) throw config::ConfigError("amp.segment must be >= 1, got " + std::to_string(segment_));
+    if (train_x_.numel() < context_ + segment_)
+      throw config::ConfigError(path + ": the training split (" + std::to_string(train_x_.numel()) +
+                                " samples) is shorter than one item (" + std::to_string(context_ + segment_) + ")");
+    if (valid_x_.numel() <= context_)
+      throw config::ConfigError(path + ": the validation split (" + std::to_string(valid_x_.numel()) +
+                                " samples) is not longer than the model's context (" + std::to_string(context_) + ")");
+  }
+
+  torch::nn::Module& model() override { return model_.module(); }
+
+  int64_t size(Split split) const override {
+    return split == Split::Train ? (train_x_.numel() - context_) / segment_ : 1;
+  }
+
+  Batch make_batch(Split split, const std::vector<int64_t>& indices, const at::Device& device) override {
+    if (split == Split::Validation)
+      return {valid_x_.view({1, 1, -1}).to(device), valid_y_.narrow(0, context_, valid_y_.numel() - context_).view({1, 1, -1}).to(device), 1};
+    std::vector<at::Tensor> xs, ys;
+    for (int64_t i : indices) {
+      const int64_t start = i * segment_;
+      xs.push_back(train_x_.narrow(0, start, context_ + segment_));
+      ys.push_back(train_y_.narrow(0, start + context_, segment_));
+    }
+    return {at::stack(xs).unsqueeze(1).to(device), at::stack(ys).unsqueeze(1).to(device), static_cast<int64_t>(indices.size())};
+  }
+
+  at::Tensor forward(const Batch& batch) override {
+    if (model_.wavenet) return model_.wavenet->forward(batch.input);
+    const at::Tensor y = model_.lstm->forward(batch.input);
+    return y.narrow(2, context_, y.size(2) - context_);
+  }
+
+  at::Tensor loss(const at::Tensor& prediction, const Batch& batch, Metrics& logged) override {
+    std::vector<std::pair<std::string, double>> parts;
+    const at::Tensor l = loss_(prediction, batch.target, &parts);
+    for (const auto& [name, value] : parts) logged.emplace_back("train/" + name, value);
+    return l;
+  }
+
+  Metrics validation_metrics(const at::Tensor& prediction, const Batch& batch) override {
+    return {{"val/esr", losses::esr(prediction, batch.target).item<double>()},
+            {"val/mse", losses::mse(prediction, batch.target).item<double>()}};
+  }
+
+ private:
+  losses::CombinedLoss loss_;
+  AmpModel model_;
+  at::Tensor train_x_, train_y_, valid_x_, valid_y_;
+  int64_t segment_ = 8192, context_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Task> make_amp_task(const config::Config& cfg) { return std::make_unique<AmpTask>(cfg); }
+
+AmpModel amp_model_from_config(const config::Config& cfg) {
+  if (cfg.has("model.nam_config")) {  // an imported .nam model that matches no preset
+    const nlohmann::json j = nlohmann::json::parse(cfg.get_string("model.nam_config"));
+    AmpModel m;
+    m.architecture = cfg.get_string("model.architecture") == "lstm" ? "LSTM" : "WaveNet";
+    if (m.architecture == "WaveNet") m.wavenet = WaveNet(wavenet_config_from_json(j));
+    else m.lstm = Lstm(lstm_config_from_json(j));
+    return m;
+  }
+  return make_amp_model(cfg.get_string("model.architecture", "wavenet"), cfg.get_string("model.preset", "standard"));
+}
+
+}  // namespace wavetrain::experiments::amp

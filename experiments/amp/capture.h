@@ -1,0 +1,42 @@
+// Capture data for amp modeling: a dry input recording and the amp's output, checked the way the
+// NAM trainer checks them, aligned for the amp's latency, split by time into train and validation,
+// and stored as an HDF5 dataset (docs/data-format.md) with fields "input" and "target".
+//
+// Checks (each error names the file): both mono; same sample rate; the output at most 1 s longer
+// than the input (the excess is cut) and not shorter; no clipped output sample (|y| >= 1), since
+// a clipped capture teaches the model the clipping of the interface, not the amp.
+//
+// Latency: the output lags the input by the interface's round trip. The delay is the lag (0 to
+// max_delay samples) that maximises the cross-correlation of the two over the first 30 s; it is
+// reported, and `delay` >= 0 overrides it (data.delay=N). The target is output[n + delay].
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace wavetrain::experiments::amp {
+
+struct CaptureOptions {
+  std::string input, output, store;
+  int64_t delay = -1;          // < 0: estimate
+  int64_t max_delay = 4800;    // samples searched when estimating
+  double valid_seconds = 9.0;  // the validation split: the last valid_seconds of the capture
+  std::string command;         // recorded in the store
+};
+
+struct CaptureReport {
+  int sample_rate = 0;
+  int64_t samples = 0;  // aligned samples in the store (train + validation)
+  int64_t delay = 0;
+  bool delay_estimated = false;
+  int64_t train_samples = 0, valid_samples = 0;
+  int64_t trimmed_output_samples = 0;
+};
+
+// Throws std::runtime_error (data::AudioError for file problems) with a message naming the file.
+CaptureReport build_capture(const CaptureOptions& options);
+
+// The lag in [0, max_delay] maximising sum_n input[n] output[n + lag] (FFT cross-correlation).
+int64_t estimate_delay(const float* input, const float* output, int64_t n, int64_t max_delay);
+
+}  // namespace wavetrain::experiments::amp

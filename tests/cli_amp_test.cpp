@@ -1,0 +1,114 @@
+// The amp-modeling commands as a user runs them: capture data with its checks and latency
+// estimate, a short training run, .nam export and import, and inference on a file.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "data/audio_io.h"
+#include "tests/run_process.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Result = wavetrain::testing::ProcessResult;
+
+Result wavetrain_in(const fs::path& dir, const std::string& args) {
+  fs::create_directories(dir);
+  return wavetrain::testing::run_shell("cd '" + dir.string() + "' && '" WAVETRAIN_BINARY "' " + args);
+}
+
+fs::path fresh(const std::string& name) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("wavetrain_amp_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// A 6 s dry signal at 48 kHz (a sweep and noise) and a toy amp: 0.5 tanh(3x), one-pole smoothed,
+// 37 samples late, with 100 samples of tail.
+void write_capture(const fs::path& dir, int64_t delay = 37) {
+  const int64_t n = 6 * 48000;
+  at::manual_seed(0);
+  const at::Tensor t = at::arange(n, at::kDouble) / 48000.0;
+  const at::Tensor dry = 0.4 * at::sin(2 * M_PI * (50 * t + 300 * t * t)) + 0.1 * at::randn({n}, at::kDouble);
+  at::Tensor wet = 0.5 * at::tanh(3 * dry);
+  for (int64_t i = 1; i < n; ++i) wet[i] = 0.7 * wet[i] + 0.3 * wet[i - 1];  // small: 288k samples
+  const at::Tensor out = at::cat({at::zeros({delay}, at::kDouble), wet, at::zeros({100 - delay}, at::kDouble)});
+  wavetrain::data::write_wav((dir / "dry.wav").string(), dry, 48000, wavetrain::data::WavSubtype::kFloat32);
+  wavetrain::data::write_wav((dir / "amp.wav").string(), out, 48000, wavetrain::data::WavSubtype::kFloat32);
+}
+
+TEST(CliAmp, CaptureEstimatesTheLatencyAndChecksTheFiles) {
+  const fs::path dir = fresh("capture");
+  write_capture(dir);
+  const Result r = wavetrain_in(dir, "data amp --input dry.wav --output amp.wav -o capture.h5 --valid-seconds 1.5");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("latency: 37 samples (0.77 ms, estimated; override with --delay N)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("train 4.50 s, validation 1.50 s"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(dir / "capture.h5"));
+
+  using wavetrain::data::write_wav;
+  write_wav((dir / "stereo.wav").string(), at::zeros({2, 48000}), 48000);
+  write_wav((dir / "slow.wav").string(), at::zeros({300000}), 44100);
+  write_wav((dir / "short.wav").string(), at::zeros({1000}), 48000);
+  write_wav((dir / "clipped.wav").string(), at::cat({at::zeros({1000}), at::ones({5}), at::zeros({288000})}), 48000,
+            wavetrain::data::WavSubtype::kFloat32);
+  const std::pair<std::string, std::string> bad[] = {
+      {"--input stereo.wav --output amp.wav", "stereo.wav: expected 1 channel, found 2"},
+      {"--input dry.wav --output slow.wav", "slow.wav: sample rate 44100 Hz differs from the input's (dry.wav: 48000 Hz)"},
+      {"--input dry.wav --output short.wav", "short.wav: 1000 samples, shorter than the input's 288000"},
+      {"--input dry.wav --output clipped.wav", "clipped.wav: clipped: 5 samples at full scale (|y| >= 1), the first at 1000"},
+  };
+  for (const auto& [args, message] : bad) {
+    const Result e = wavetrain_in(dir, "data amp " + args + " -o bad.h5");
+    EXPECT_EQ(e.exit_code, 1) << args;
+    EXPECT_NE(e.err.find(message), std::string::npos) << args << "\n" << e.err;
+    EXPECT_FALSE(fs::exists(dir / "bad.h5")) << args;
+  }
+}
+
+TEST(CliAmp, TrainExportImportInfer) {
+  const fs::path dir = fresh("train");
+  write_capture(dir);
+  ASSERT_EQ(wavetrain_in(dir, "data amp --input dry.wav --output amp.wav -o capture.h5 --valid-seconds 1.5").exit_code, 0);
+  const Result train = wavetrain_in(dir, "train +experiment=amp amp.data=capture.h5 model.preset=nano trainer.max_epochs=3 "
+                                         "trainer.batch_size=8 trainer.seed=1 run.dir=run");
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  std::ifstream result(dir / "run/result.json");
+  const nlohmann::json j = nlohmann::json::parse(result);
+  const double esr = j["best"]["val/esr"].get<double>();
+  EXPECT_TRUE(std::isfinite(esr));
+  EXPECT_LT(esr, 1.0);  // better than predicting silence after 3 short epochs
+
+  const Result exported = wavetrain_in(dir, "export nam run/checkpoints/last.ckpt -o model.nam");
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_NE(exported.out.find("wrote model.nam (WaveNet, 841 parameters)"), std::string::npos) << exported.out;
+  std::ifstream nam(dir / "model.nam");
+  const nlohmann::json m = nlohmann::json::parse(nam);
+  EXPECT_EQ(m["architecture"], "WaveNet");
+  EXPECT_EQ(m["weights"].size(), 842u);
+  EXPECT_EQ(m["sample_rate"], 48000.0);
+  EXPECT_EQ(m["version"], "0.5.4");
+
+  const Result imported = wavetrain_in(dir, "import nam model.nam -o imported.ckpt");
+  ASSERT_EQ(imported.exit_code, 0) << imported.err;
+  EXPECT_NE(imported.out.find("preset nano"), std::string::npos) << imported.out;
+
+  for (const char* model : {"model.nam", "imported.ckpt", "run/checkpoints/last.ckpt"}) {
+    const Result r = wavetrain_in(dir, std::string("infer ") + model + " dry.wav -o out_" + fs::path(model).filename().string() + ".wav --chunk 10000");
+    ASSERT_EQ(r.exit_code, 0) << model << r.err;
+    EXPECT_NE(r.out.find("x real time (chunk 10000, exact)"), std::string::npos) << r.out;
+  }
+  const at::Tensor a = wavetrain::data::read_audio((dir / "out_model.nam.wav").string()).samples;
+  const at::Tensor b = wavetrain::data::read_audio((dir / "out_imported.ckpt.wav").string()).samples;
+  const at::Tensor c = wavetrain::data::read_audio((dir / "out_last.ckpt.wav").string()).samples;
+  EXPECT_LE((a - b).abs().max().item<double>(), 1e-6);
+  EXPECT_LE((a - c).abs().max().item<double>(), 1e-5 * c.abs().max().item<double>());
+  EXPECT_EQ(a.size(1), 6 * 48000);
+}
+
+}  // namespace
