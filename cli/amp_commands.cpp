@@ -12,6 +12,7 @@
 #include "data/audio_io.h"
 #include "experiments/amp/amp_task.h"
 #include "experiments/amp/capture.h"
+#include "experiments/amp/synth.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config/yaml_io.h"
 #include "trainer/weights.h"
@@ -67,13 +68,29 @@ void add_amp_commands(CLI::App& app) {
   amp_data->callback([capture] {
     capture->command = "wavetrain data amp --input " + capture->input + " --output " + capture->output + " -o " + capture->store;
     const amp::CaptureReport r = amp::build_capture(*capture);
-    std::printf("capture: %s\n  %d Hz, %.2f s aligned (train %.2f s, validation %.2f s)\n  latency: %lld samples (%.2f ms, %s)\n",
-                capture->store.c_str(), r.sample_rate, static_cast<double>(r.samples) / r.sample_rate,
-                static_cast<double>(r.train_samples) / r.sample_rate, static_cast<double>(r.valid_samples) / r.sample_rate,
-                static_cast<long long>(r.delay), 1000.0 * static_cast<double>(r.delay) / r.sample_rate,
-                r.delay_estimated ? "estimated; override with --delay N" : "given");
+    std::printf("capture: %s\n  %d Hz, %.2f s aligned (train %.2f s, validation %.2f s)\n", capture->store.c_str(), r.sample_rate,
+                static_cast<double>(r.samples) / r.sample_rate, static_cast<double>(r.train_samples) / r.sample_rate,
+                static_cast<double>(r.valid_samples) / r.sample_rate);
+    if (r.delay_estimated)
+      std::printf("  latency: %lld samples detected (%.2f ms); aligned at %lld (%lld early, for safety); override with --delay N\n",
+                  static_cast<long long>(r.detected_delay), 1000.0 * static_cast<double>(r.detected_delay) / r.sample_rate,
+                  static_cast<long long>(r.delay), static_cast<long long>(r.detected_delay - r.delay));
+    else
+      std::printf("  latency: %lld samples (given)\n", static_cast<long long>(r.delay));
     if (r.trimmed_output_samples > 0)
       std::printf("  the output's last %lld samples (past the input's end) were cut\n", static_cast<long long>(r.trimmed_output_samples));
+  });
+
+  auto synth_dir = std::make_shared<std::string>();
+  auto synth_seconds = std::make_shared<double>(60.0);
+  auto synth_seed = std::make_shared<uint64_t>(0);
+  CLI::App* synth = data->add_subcommand("amp-synth", "Write a built-in capture: a dry test signal and its render through a sox 'amp'");
+  synth->add_option("-o,--output", *synth_dir, "Directory for dry.wav and amp.wav")->required();
+  synth->add_option("--seconds", *synth_seconds, "Approximate length")->capture_default_str();
+  synth->add_option("--seed", *synth_seed, "Seed of the dry signal")->capture_default_str();
+  synth->callback([synth_dir, synth_seconds, synth_seed] {
+    const amp::SynthResult r = amp::synth_capture(*synth_dir, *synth_seconds, *synth_seed);
+    std::printf("wrote %s and %s (%.1f s at 48 kHz)\n  amp: %s\n", r.dry.c_str(), r.amp.c_str(), r.seconds, r.sox_command.c_str());
   });
 
   // export nam / import nam

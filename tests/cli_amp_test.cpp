@@ -47,7 +47,7 @@ TEST(CliAmp, CaptureEstimatesTheLatencyAndChecksTheFiles) {
   write_capture(dir);
   const Result r = wavetrain_in(dir, "data amp --input dry.wav --output amp.wav -o capture.h5 --valid-seconds 1.5");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("latency: 37 samples (0.77 ms, estimated; override with --delay N)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("latency: 37 samples detected (0.77 ms); aligned at 35 (2 early, for safety)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("train 4.50 s, validation 1.50 s"), std::string::npos) << r.out;
   EXPECT_TRUE(fs::exists(dir / "capture.h5"));
 

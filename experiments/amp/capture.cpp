@@ -19,9 +19,19 @@ int64_t estimate_delay(const float* input, const float* output, int64_t n, int64
   const at::Tensor x = at::zeros({size}, at::kDouble), y = at::zeros({size}, at::kDouble);
   x.narrow(0, 0, n).copy_(at::from_blob(const_cast<float*>(input), {n}, at::kFloat));
   y.narrow(0, 0, n).copy_(at::from_blob(const_cast<float*>(output), {n}, at::kFloat));
-  // r[lag] = sum_n x[n] y[n + lag]
-  const at::Tensor r = at::fft_irfft(at::fft_rfft(y) * at::conj(at::fft_rfft(x)), size);
-  return r.narrow(0, 0, max_delay + 1).argmax().item<int64_t>();
+  // The (linearised) impulse response by regularised deconvolution, h = Y X* / (|X|^2 + eps):
+  // its first significant sample is the latency. The cross-correlation's peak would be later by
+  // the amp's group delay (2 samples for the built-in capture), and a delay too large asks a causal
+  // model to predict the future; one too small only costs it a short pure delay.
+  const at::Tensor fx = at::fft_rfft(x), fy = at::fft_rfft(y);
+  const at::Tensor power = at::real(fx * at::conj(fx));
+  const at::Tensor h = at::fft_irfft(fy * at::conj(fx) / (power + 1e-3 * power.mean()), size).narrow(0, 0, max_delay + 1).abs();
+  const int64_t peak = h.argmax().item<int64_t>();
+  const double threshold = 0.1 * h[peak].item<double>();
+  const double* v = h.contiguous().data_ptr<double>();
+  int64_t onset = peak;
+  while (onset > 0 && v[onset - 1] >= threshold) --onset;
+  return onset;
 }
 
 CaptureReport build_capture(const CaptureOptions& o) {
@@ -54,7 +64,8 @@ CaptureReport build_capture(const CaptureOptions& o) {
     r.delay = o.delay;
   } else {
     const int64_t window = std::min<int64_t>(n, 30 * static_cast<int64_t>(in.sample_rate));
-    r.delay = estimate_delay(x.data_ptr<float>(), y.data_ptr<float>(), window, o.max_delay);
+    r.detected_delay = estimate_delay(x.data_ptr<float>(), y.data_ptr<float>(), window, o.max_delay);
+    r.delay = std::max<int64_t>(0, r.detected_delay - kDelaySafety);
     r.delay_estimated = true;
   }
   if (r.delay >= n) throw std::runtime_error(o.output + ": delay " + std::to_string(r.delay) + " is not shorter than the capture");
@@ -73,6 +84,7 @@ CaptureReport build_capture(const CaptureOptions& o) {
   w.set_attribute("sample_rate", static_cast<int64_t>(r.sample_rate));
   w.set_attribute("delay", r.delay);
   w.set_attribute("delay_estimated", static_cast<int64_t>(r.delay_estimated));
+  w.set_attribute("detected_delay", r.detected_delay);
   w.set_attribute("input_file", o.input);
   w.set_attribute("output_file", o.output);
   w.add("train", {{"input", x.narrow(0, 0, r.train_samples).clone()}, {"target", y.narrow(0, 0, r.train_samples).clone()}}, "train");

@@ -6,15 +6,19 @@
 // than the input (the excess is cut) and not shorter; no clipped output sample (|y| >= 1), since
 // a clipped capture teaches the model the clipping of the interface, not the amp.
 //
-// Latency: the output lags the input by the interface's round trip. The delay is the lag (0 to
-// max_delay samples) that maximises the cross-correlation of the two over the first 30 s; it is
-// reported, and `delay` >= 0 overrides it (data.delay=N). The target is output[n + delay].
+// Latency: the output lags the input by the interface's round trip. The delay is the onset of the
+// impulse response (first sample at 10% of its peak) estimated by deconvolution over the first
+// 30 s, within 0 .. max_delay samples. The alignment uses it minus kDelaySafety samples: a delay a
+// little short costs the model a short pure delay, one too long asks a causal model to predict
+// the future. `delay` >= 0 overrides both (--delay N). The target is output[n + delay].
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 namespace wavetrain::experiments::amp {
+
+inline constexpr int64_t kDelaySafety = 2;
 
 struct CaptureOptions {
   std::string input, output, store;
@@ -27,7 +31,8 @@ struct CaptureOptions {
 struct CaptureReport {
   int sample_rate = 0;
   int64_t samples = 0;  // aligned samples in the store (train + validation)
-  int64_t delay = 0;
+  int64_t delay = 0;           // used for the alignment
+  int64_t detected_delay = -1;  // the estimate (when not given)
   bool delay_estimated = false;
   int64_t train_samples = 0, valid_samples = 0;
   int64_t trimmed_output_samples = 0;
@@ -36,7 +41,7 @@ struct CaptureReport {
 // Throws std::runtime_error (data::AudioError for file problems) with a message naming the file.
 CaptureReport build_capture(const CaptureOptions& options);
 
-// The lag in [0, max_delay] maximising sum_n input[n] output[n + lag] (FFT cross-correlation).
+// The onset lag in [0, max_delay] of the impulse response from input to output.
 int64_t estimate_delay(const float* input, const float* output, int64_t n, int64_t max_delay);
 
 }  // namespace wavetrain::experiments::amp
