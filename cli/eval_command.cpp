@@ -7,6 +7,7 @@
 #include <torch/nn/module.h>
 
 #include "cli/commands.h"
+#include "experiments/amp/report.h"
 #include "trainer/amp.h"
 #include "trainer/atomic_file.h"
 #include "trainer/checkpoint.h"
@@ -74,6 +75,10 @@ void run_eval(const EvalOptions& opt) {
   std::cout << checkpoint.string() << " (step " << state.global_step << "), split " << opt.split << ":\n";
   for (const auto& [k, v] : metrics) std::cout << "  " << std::left << std::setw(24) << k << config::format_float(v) << "\n";
   std::cout << "written to " << out.string() << "\n";
+  if (cfg.get_string("task") == "amp") {  // amp runs also get a report a person would rather look at
+    const auto [html, md] = experiments::amp::write_amp_report(run_dir.string(), checkpoint.string(), cfg);
+    std::cout << "report: " << html << " (and " << md << ")\n";
+  }
 }
 
 }  // namespace

@@ -84,6 +84,30 @@ TEST(CliAmp, TrainExportImportInfer) {
   EXPECT_TRUE(std::isfinite(esr));
   EXPECT_LT(esr, 1.0);  // better than predicting silence after 3 short epochs
 
+  // The report: numbers and plots, and (when Debian's chromium is installed) rendered headless.
+  const Result eval = wavetrain_in(dir, "eval run");
+  ASSERT_EQ(eval.exit_code, 0) << eval.err;
+  EXPECT_NE(eval.out.find("report: run/report.html (and run/report.md)"), std::string::npos) << eval.out;
+  std::ifstream report_in(dir / "run/report.html");
+  const std::string report((std::istreambuf_iterator<char>(report_in)), std::istreambuf_iterator<char>());
+  for (const char* part : {"id='esr'", "id='verdict'", "Prediction and target", "Target spectrogram", "Prediction spectrogram",
+                           "aria-label='Training'", "data: capture.h5", "device cpu"})
+    EXPECT_NE(report.find(part), std::string::npos) << part;
+  EXPECT_EQ(report.find("http"), report.find("http://www.w3.org/2000/svg"));  // no network: only the SVG namespace
+  EXPECT_TRUE(fs::exists(dir / "run/report.md"));
+  const Result dom = wavetrain::testing::run_shell("command -v chromium >/dev/null && cd '" + dir.string() +
+                                                    "' && timeout 60 chromium --headless --no-sandbox --disable-gpu "
+                                                    "--dump-dom file://" + (dir / "run/report.html").string());
+  if (dom.exit_code == 0 && !dom.out.empty()) {
+    EXPECT_NE(dom.out.find("<svg"), std::string::npos);
+    EXPECT_NE(dom.out.find("id=\"esr\""), std::string::npos) << dom.out.substr(0, 400);
+    size_t svgs = 0;
+    for (size_t p = dom.out.find("<svg"); p != std::string::npos; p = dom.out.find("<svg", p + 1)) ++svgs;
+    EXPECT_EQ(svgs, 4u);
+  } else {
+    std::cout << "chromium not available: the report was checked as text only\n";
+  }
+
   const Result exported = wavetrain_in(dir, "export nam run/checkpoints/last.ckpt -o model.nam");
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
   EXPECT_NE(exported.out.find("wrote model.nam (WaveNet, 841 parameters)"), std::string::npos) << exported.out;

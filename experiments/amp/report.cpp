@@ -1,0 +1,251 @@
+// The amp run report (report.h).
+#include "experiments/amp/report.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <map>
+#include <sstream>
+#include <vector>
+
+#include "data/hdf5_store.h"
+#include "experiments/amp/amp_task.h"
+#include "losses/audio_losses.h"
+#include "trainer/atomic_file.h"
+#include "trainer/checkpoint.h"
+#include "trainer/weights.h"
+
+namespace fs = std::filesystem;
+
+namespace wavetrain::experiments::amp {
+namespace {
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '<') o += "&lt;";
+    else if (c == '>') o += "&gt;";
+    else if (c == '&') o += "&amp;";
+    else o += c;
+  }
+  return o;
+}
+
+std::string number(double v, int digits = 4) {
+  std::ostringstream s;
+  s << std::setprecision(digits) << v;
+  return s.str();
+}
+
+struct Series {
+  std::string name, colour;
+  std::vector<double> x, y;
+};
+
+// A line plot as inline SVG: axes with min/max labels, one polyline per series, a legend.
+std::string line_plot(const std::string& title, const std::vector<Series>& series, const std::string& x_label,
+                      bool log_y = false) {
+  const double w = 640, h = 260, left = 60, right = 20, top = 30, bottom = 40;
+  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+  auto ty = [&](double v) { return log_y ? std::log10(std::max(v, 1e-12)) : v; };
+  for (const Series& s : series)
+    for (size_t i = 0; i < s.x.size(); ++i) {
+      if (!std::isfinite(s.y[i])) continue;
+      x0 = std::min(x0, s.x[i]), x1 = std::max(x1, s.x[i]);
+      y0 = std::min(y0, ty(s.y[i])), y1 = std::max(y1, ty(s.y[i]));
+    }
+  if (!(x1 > x0)) x1 = x0 + 1;
+  if (!(y1 > y0)) y1 = y0 + 1;
+  std::ostringstream o;
+  o << "<svg xmlns='http://www.w3.org/2000/svg' class='plot' width='" << w << "' height='" << h << "' role='img' aria-label='"
+    << escape(title) << "'>";
+  o << "<text x='" << left << "' y='18' font-size='14' font-weight='bold'>" << escape(title) << "</text>";
+  o << "<rect x='" << left << "' y='" << top << "' width='" << w - left - right << "' height='" << h - top - bottom
+    << "' fill='none' stroke='#999'/>";
+  auto label_y = [&](double v) { return log_y ? number(std::pow(10.0, v), 3) : number(v, 3); };
+  o << "<text x='" << left - 4 << "' y='" << top + 10 << "' font-size='11' text-anchor='end'>" << label_y(y1) << "</text>";
+  o << "<text x='" << left - 4 << "' y='" << h - bottom << "' font-size='11' text-anchor='end'>" << label_y(y0) << "</text>";
+  o << "<text x='" << left << "' y='" << h - bottom + 14 << "' font-size='11'>" << number(x0, 4) << "</text>";
+  o << "<text x='" << w - right << "' y='" << h - bottom + 14 << "' font-size='11' text-anchor='end'>" << number(x1, 4) << "</text>";
+  o << "<text x='" << (left + w - right) / 2 << "' y='" << h - 8 << "' font-size='11' text-anchor='middle'>" << escape(x_label) << "</text>";
+  int legend = 0;
+  for (const Series& s : series) {
+    o << "<polyline fill='none' stroke='" << s.colour << "' stroke-width='1.2' points='";
+    for (size_t i = 0; i < s.x.size(); ++i) {
+      if (!std::isfinite(s.y[i])) continue;
+      const double px = left + (s.x[i] - x0) / (x1 - x0) * (w - left - right);
+      const double py = h - bottom - (ty(s.y[i]) - y0) / (y1 - y0) * (h - top - bottom);
+      o << number(px, 6) << "," << number(py, 6) << " ";
+    }
+    o << "'/><text x='" << w - right - 4 << "' y='" << top + 14 + 14 * legend++ << "' font-size='11' text-anchor='end' fill='"
+      << s.colour << "'>" << escape(s.name) << "</text>";
+  }
+  o << "</svg>";
+  return o.str();
+}
+
+// A spectrogram (dB, [frames][bins]) as an SVG grid of grey rectangles.
+std::string spectrogram_plot(const std::string& title, const at::Tensor& db, double lo, double hi, double seconds, double nyquist) {
+  const int64_t frames = db.size(0), bins = db.size(1);
+  const double w = 640, h = 200, left = 60, top = 24, cw = (w - left - 10) / static_cast<double>(frames),
+               ch = (h - top - 20) / static_cast<double>(bins);
+  std::ostringstream o;
+  o << "<svg xmlns='http://www.w3.org/2000/svg' class='spectrogram' width='" << w << "' height='" << h << "' role='img' aria-label='"
+    << escape(title) << "'><text x='" << left << "' y='16' font-size='14' font-weight='bold'>" << escape(title) << "</text>";
+  const at::Tensor d = db.to(at::kDouble).contiguous();
+  const double* v = d.data_ptr<double>();
+  for (int64_t f = 0; f < frames; ++f)
+    for (int64_t b = 0; b < bins; ++b) {
+      const double level = std::clamp((v[f * bins + b] - lo) / (hi - lo), 0.0, 1.0);
+      const int grey = static_cast<int>(255 * (1 - level));
+      o << "<rect x='" << number(left + f * cw, 6) << "' y='" << number(top + (bins - 1 - b) * ch, 6) << "' width='" << number(cw + 0.3, 4)
+        << "' height='" << number(ch + 0.3, 4) << "' fill='rgb(" << grey << "," << grey << "," << grey << ")'/>";
+    }
+  o << "<text x='" << left - 4 << "' y='" << top + 10 << "' font-size='11' text-anchor='end'>" << number(nyquist / 1000, 3) << " kHz</text>";
+  o << "<text x='" << left << "' y='" << h - 4 << "' font-size='11'>0 s</text><text x='" << w - 10 << "' y='" << h - 4
+    << "' font-size='11' text-anchor='end'>" << number(seconds, 3) << " s</text></svg>";
+  return o.str();
+}
+
+// Log-magnitude spectrogram in dB, pooled to about 100 frames x 48 bins.
+at::Tensor spectrogram_db(const at::Tensor& x, int64_t fft = 1024) {
+  const at::Tensor s = at::stft(x, fft, fft / 4, fft, at::hann_window(fft), true, "reflect", false, true, true).abs();  // [bins][frames]
+  const int64_t frames = s.size(1), bins = s.size(0) - 1;
+  const int64_t tf = std::max<int64_t>(1, frames / 100), tb = std::max<int64_t>(1, bins / 48);
+  const at::Tensor pooled = s.narrow(0, 0, bins / tb * tb).narrow(1, 0, frames / tf * tf)
+                                .reshape({bins / tb, tb, frames / tf, tf}).mean(at::IntArrayRef{1, 3});
+  return (20 * (pooled + 1e-9).log10()).t();
+}
+
+std::map<std::string, Series> read_metrics_csv(const fs::path& path) {
+  std::map<std::string, Series> out;
+  std::ifstream in(path);
+  std::string line;
+  if (!std::getline(in, line)) return out;
+  std::vector<std::string> columns;
+  std::stringstream header(line);
+  for (std::string c; std::getline(header, c, ',');) columns.push_back(c);
+  while (std::getline(in, line)) {
+    std::stringstream row(line);
+    std::vector<std::string> cells;
+    for (std::string c; std::getline(row, c, ',');) cells.push_back(c);
+    if (cells.empty() || cells[0].empty()) continue;
+    const double step = std::stod(cells[0]);
+    for (size_t i = 2; i < columns.size() && i < cells.size(); ++i) {
+      if (cells[i].empty()) continue;
+      Series& s = out[columns[i]];
+      s.name = columns[i];
+      s.x.push_back(step);
+      s.y.push_back(std::stod(cells[i]));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string esr_verdict(double esr) {
+  if (esr < 0.01) return "Great!";
+  if (esr < 0.035) return "Not bad!";
+  if (esr < 0.1) return "This might sound ok";
+  if (esr < 0.3) return "This probably won't sound great";
+  return "Something seems to have gone wrong";
+}
+
+std::pair<std::string, std::string> write_amp_report(const std::string& run_dir, const std::string& checkpoint,
+                                                     const config::Config& cfg) {
+  // The model and the validation audio.
+  const TrainingState state = Checkpoint::load(checkpoint);
+  AmpModel model = amp_model_from_config(cfg);
+  load_state_dict(model.module(), state.model, /*strict=*/true, checkpoint);
+  const data::DatasetReader store(cfg.get_string("amp.data"));
+  const data::Item valid = store.item("valid", 0);
+  double rate = 48000;
+  if (auto a = store.attribute("sample_rate"))
+    if (const auto* v = std::get_if<int64_t>(&*a)) rate = static_cast<double>(*v);
+  const at::Tensor input = valid.at("input"), target = valid.at("target");
+  const at::Tensor prediction = process(model, input);
+  // Scored after the model's context, as in training.
+  const int64_t skip = std::min<int64_t>(model.receptive_field() - 1, input.numel() / 2);
+  const at::Tensor p = prediction.narrow(0, skip, prediction.numel() - skip).view({1, 1, -1});
+  const at::Tensor t = target.narrow(0, skip, target.numel() - skip).view({1, 1, -1});
+  const double esr = losses::esr(p, t).item<double>();
+  const double mrstft = losses::MultiResolutionStftLoss()(p, t).item<double>();
+  const std::string verdict = esr_verdict(esr);
+
+  // Plots: the loudest 30 ms, spectrograms of the first 8 s, training curves.
+  const int64_t window = static_cast<int64_t>(0.03 * rate);
+  const at::Tensor energy = at::avg_pool1d(t.square(), {window}, {window / 2});
+  const int64_t start = std::min<int64_t>(energy.argmax().item<int64_t>() * (window / 2), t.numel() - window);
+  Series sp{"prediction", "#d62728", {}, {}}, st{"target", "#1f77b4", {}, {}};
+  for (int64_t i = 0; i < window; ++i) {
+    const double ms = 1000.0 * static_cast<double>(i) / rate;
+    st.x.push_back(ms);
+    st.y.push_back(t.view({-1})[start + i].item<double>());
+    sp.x.push_back(ms);
+    sp.y.push_back(p.view({-1})[start + i].item<double>());
+  }
+  const std::string waveform = line_plot("Prediction and target, loudest 30 ms of the validation audio", {st, sp}, "ms");
+  const int64_t spec_len = std::min<int64_t>(t.numel(), static_cast<int64_t>(8 * rate));
+  const at::Tensor tdb = spectrogram_db(t.view({-1}).narrow(0, 0, spec_len)), pdb = spectrogram_db(p.view({-1}).narrow(0, 0, spec_len));
+  const double hi = std::max(tdb.max().item<double>(), pdb.max().item<double>());
+  const double seconds = static_cast<double>(spec_len) / rate;
+  const std::string spec_t = spectrogram_plot("Target spectrogram", tdb, hi - 90, hi, seconds, rate / 2);
+  const std::string spec_p = spectrogram_plot("Prediction spectrogram", pdb, hi - 90, hi, seconds, rate / 2);
+  std::map<std::string, Series> metrics = read_metrics_csv(fs::path(run_dir) / "metrics.csv");
+  std::vector<Series> curves;
+  const std::pair<const char*, const char*> wanted[] = {{"train/loss", "#1f77b4"}, {"val/esr", "#d62728"}};
+  for (const auto& [name, colour] : wanted)
+    if (metrics.count(name)) {
+      metrics[name].colour = colour;
+      curves.push_back(metrics[name]);
+    }
+  const std::string training = curves.empty() ? "<p>No metrics.csv in this run.</p>" : line_plot("Training", curves, "step", true);
+
+  // Device and precision from the run's log; the resolved config.
+  std::string device = "not recorded";
+  std::istringstream log(read_text(fs::path(run_dir) / "wavetrain.log"));
+  for (std::string line; std::getline(log, line);)
+    if (line.find("] device ") != std::string::npos) device = line.substr(line.find("] device ") + 2);
+  const std::string config_text = read_text(fs::path(run_dir) / ".wavetrain/config.resolved.yaml");
+
+  std::ostringstream html;
+  html << "<!doctype html><html><head><meta charset='utf-8'><title>wavetrain amp report</title><style>"
+          "body{font-family:sans-serif;max-width:720px;margin:2em auto;color:#222}"
+          "td{padding:2px 12px 2px 0}pre{background:#f4f4f4;padding:8px;overflow:auto;font-size:12px}"
+          ".verdict{font-size:20px;font-weight:bold}</style></head><body>";
+  html << "<h1>Amp model report</h1><p>Run <code>" << escape(run_dir) << "</code>, checkpoint <code>" << escape(checkpoint)
+       << "</code> (step " << state.global_step << ").</p>";
+  html << "<p class='verdict' id='verdict'>" << escape(verdict) << "</p><table id='metrics'>"
+       << "<tr><td>Validation ESR</td><td id='esr'>" << number(esr, 5) << "</td></tr>"
+       << "<tr><td>Validation MRSTFT</td><td id='mrstft'>" << number(mrstft, 5) << "</td></tr>"
+       << "<tr><td>Model</td><td>" << escape(model.architecture) << ", " << model.parameters() << " parameters, receptive field "
+       << model.receptive_field() << "</td></tr><tr><td>Validation audio</td><td>" << number(static_cast<double>(t.numel()) / rate, 4)
+       << " s at " << rate << " Hz</td></tr><tr><td>Device and precision</td><td>" << escape(device) << "</td></tr></table>";
+  html << "<h2>Waveform</h2>" << waveform << "<h2>Spectrograms</h2>" << spec_t << spec_p << "<h2>Training</h2>" << training;
+  html << "<h2>Config</h2><pre>" << escape(config_text) << "</pre></body></html>\n";
+
+  std::ostringstream md;
+  md << "# Amp model report\n\nRun `" << run_dir << "`, checkpoint `" << checkpoint << "` (step " << state.global_step << ").\n\n"
+     << "**" << verdict << "**\n\n| | |\n|---|---|\n| Validation ESR | " << number(esr, 5) << " |\n| Validation MRSTFT | "
+     << number(mrstft, 5) << " |\n| Model | " << model.architecture << ", " << model.parameters() << " parameters |\n"
+     << "| Device and precision | " << device << " |\n\nPlots: report.html.\n\n## Config\n\n```yaml\n" << config_text << "```\n";
+
+  const std::string html_path = (fs::path(run_dir) / "report.html").string(), md_path = (fs::path(run_dir) / "report.md").string();
+  write_file_atomic(html_path, html.str());
+  write_file_atomic(md_path, md.str());
+  return {html_path, md_path};
+}
+
+}  // namespace wavetrain::experiments::amp
