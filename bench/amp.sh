@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# NAM's standard WaveNet: one training step (batch 16 x 8192, NAM's loss, Adam) in wavetrain and in
+# Python PyTorch (same model and loss, bench/amp_step_baseline.py), same machine and threads, in this
+# one run; plus wavetrain's inference real-time factors. Target: at least 2x the Python throughput.
+#
+# usage: bench/amp.sh [THREADS] [REPEATS]   (needs Debian's python3-torch for the baseline)
+set -euo pipefail
+threads=${1:-2}
+repeats=${2:-10}
+bin=build/bench/wavetrain_bench_amp
+[ -x "$bin" ] || { echo "amp.sh: $bin not found; build first (scripts/setup)" >&2; exit 2; }
+export OMP_WAIT_POLICY=PASSIVE
+read -r step offline stream <<<"$("$bin" "$threads" "$repeats")"
+py=$(/usr/bin/python3 "$(dirname "$0")/amp_step_baseline.py" "$threads" "$repeats")
+printf "training step, standard WaveNet, %s threads: wavetrain %s ms, Python %s ms: %s x the Python throughput\n" \
+  "$threads" "$step" "$py" "$(awk -v a="$step" -v b="$py" 'BEGIN { printf "%.2f", b / a }')"
+printf "inference, standard WaveNet at 48 kHz: offline (65536-sample chunks) %sx real time; 64-sample buffers %sx real time\n" \
+  "$offline" "$stream"

@@ -1,0 +1,59 @@
+// One training step of NAM's standard WaveNet at NAM's defaults (batch 16 x 8192 output samples,
+// MSE + 2e-4 x MRSTFT on 0.85 pre-emphasised signals, Adam lr 0.004), and inference speed:
+// offline chunks and 64-sample buffers, as real-time factors. bench/amp.sh runs it next to the same
+// step written in Python PyTorch (bench/amp_step_baseline.py) and prints the ratio.
+//
+// usage: wavetrain_bench_amp THREADS [REPEATS]   prints "step_ms offline_rtf stream64_rtf"
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/optim/adam.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "experiments/amp/amp_model.h"
+#include "losses/audio_losses.h"
+
+using namespace wavetrain;
+
+int main(int argc, char** argv) {
+  const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
+  const int repeats = argc > 2 ? std::atoi(argv[2]) : 10;
+  at::set_num_threads(threads);
+  at::globalContext().setFlushDenormal(true);  // as the wavetrain binary does
+  at::manual_seed(0);
+  experiments::amp::AmpModel m = experiments::amp::make_amp_model("wavenet", "standard");
+  torch::optim::Adam adam(m.module().parameters(), torch::optim::AdamOptions(0.004));
+  const losses::CombinedLoss loss({{"mse", 1.0}, {"mrstft", 2e-4}, {"pre_emphasis", 0.85}});
+  const int64_t rf = m.receptive_field();
+  const at::Tensor x = at::randn({16, 1, 8192 + rf - 1}) * 0.3, y = at::tanh(at::randn({16, 1, 8192}));
+  std::vector<double> ms;
+  for (int i = 0; i < repeats + 2; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    adam.zero_grad();
+    loss(m.wavenet->forward(x), y).backward();
+    adam.step();
+    const auto t1 = std::chrono::steady_clock::now();
+    if (i >= 2) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+
+  // Inference: 10 s at 48 kHz in 65536-sample chunks, and in 64-sample buffers (each recomputing
+  // the receptive field: no per-layer state is kept between buffers).
+  const at::Tensor audio = at::randn({480000}) * 0.3;
+  experiments::amp::ProcessOptions offline;
+  auto t0 = std::chrono::steady_clock::now();
+  experiments::amp::process(m, audio, offline);
+  const double offline_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  experiments::amp::ProcessOptions stream;
+  stream.chunk = 64;
+  const at::Tensor short_audio = audio.narrow(0, 0, 48000);  // 1 s is enough to time
+  t0 = std::chrono::steady_clock::now();
+  experiments::amp::process(m, short_audio, stream);
+  const double stream_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("%.1f %.1f %.2f\n", ms[ms.size() / 2], 10.0 / offline_s, 1.0 / stream_s);
+  return 0;
+}
