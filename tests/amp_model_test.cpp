@@ -2,6 +2,8 @@
 // exported file (tests/python/nam_forward.py), and long-audio processing in chunks.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+
+#include "tests/run_process.h"
 #include <unistd.h>
 
 #include <cstdio>
@@ -86,13 +88,7 @@ TEST(AmpModels, AnIndependentReaderOfTheFileGetsTheSameOutput) {
   const std::string path = temp_path("feather.nam");
   write_nam(path, m);
   const int64_t n = 5000;
-  FILE* pipe = popen((std::string(WAVETRAIN_TEST_PYTHON) + " " + WAVETRAIN_TEST_DATA + "/../python/nam_forward.py " + path +
-                      " " + std::to_string(n) + " 2>/dev/null").c_str(), "r");
-  std::string out;
-  char buf[1 << 16];
-  size_t got;
-  while (pipe && (got = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, got);
-  if (pipe) pclose(pipe);
+  const std::string out = wavetrain::testing::python_output("nam_forward.py " + path + " " + std::to_string(n));
   std::filesystem::remove(path);
   if (out.empty()) GTEST_SKIP() << WAVETRAIN_TEST_PYTHON << " cannot import torch: install Debian's python3-torch";
   std::vector<double> values;

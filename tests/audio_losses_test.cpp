@@ -2,6 +2,8 @@
 // using the reference vectors in tests/data/reference/mrstft_vectors.{json,h5} (copied from
 // shared/reference; computed on CPU with PyTorch 1.13): inputs 2x1x8192, float32 and float64.
 #include <gtest/gtest.h>
+
+#include "tests/run_process.h"
 #include <hdf5.h>
 
 #include <cstdio>
@@ -105,13 +107,7 @@ INSTANTIATE_TEST_SUITE_P(Reference, AudioLossReference,
                          [](const auto& info) { return info.param.name(); });
 
 TEST(AudioLosses, MelFilterbankMatchesTorchaudio) {
-  FILE* pipe = popen((std::string(WAVETRAIN_TEST_PYTHON) + " " + WAVETRAIN_TEST_DATA +
-                      "/../python/mel_filterbanks.py 2>/dev/null").c_str(), "r");
-  std::string out;
-  char buf[1 << 16];
-  size_t n;
-  while (pipe && (n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
-  if (pipe) pclose(pipe);
+  const std::string out = wavetrain::testing::python_output("mel_filterbanks.py");
   if (out.empty()) GTEST_SKIP() << WAVETRAIN_TEST_PYTHON << " cannot import torchaudio: install Debian's python3-torchaudio";
   std::istringstream lines(out);
   int cases = 0;

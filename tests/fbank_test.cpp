@@ -5,6 +5,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include "tests/run_process.h"
+
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -102,13 +104,7 @@ TEST(Fbank, FrameZeroIntermediates) {
 }
 
 TEST(Fbank, MatchesTorchaudioOnRandomOptions) {
-  FILE* pipe = popen((std::string(WAVETRAIN_TEST_PYTHON) + " " + WAVETRAIN_TEST_DATA +
-                      "/../python/torchaudio_fbank.py 2>/dev/null").c_str(), "r");
-  std::string out;
-  char buf[1 << 16];
-  size_t n;
-  while (pipe && (n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
-  if (pipe) pclose(pipe);
+  const std::string out = wavetrain::testing::python_output("torchaudio_fbank.py");
   if (out.empty()) GTEST_SKIP() << WAVETRAIN_TEST_PYTHON << " cannot import torchaudio: install Debian's python3-torchaudio";
   std::istringstream lines(out);
   int cases = 0;

@@ -2,6 +2,8 @@
 // wavetrain built, an interrupted build leaving no valid-looking file, errors, concurrent readers.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+
+#include "tests/run_process.h"
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -66,13 +68,7 @@ TEST(Hdf5Store, RoundTripWithLengthsIdsAndAttributes) {
 TEST(Hdf5Store, H5pyReadsWhatWavetrainWrote) {
   const std::string path = temp_dir() + "/h5py.h5";
   build(path, 12, 3);
-  FILE* pipe = popen((std::string(WAVETRAIN_TEST_PYTHON) + " " + WAVETRAIN_TEST_DATA + "/../python/h5py_read_store.py " +
-                      path + " 2>/dev/null").c_str(), "r");
-  std::string out;
-  char buf[1 << 16];
-  size_t n;
-  while (pipe && (n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
-  if (pipe) pclose(pipe);
+  const std::string out = wavetrain::testing::python_output("h5py_read_store.py " + path);
   if (out.empty()) GTEST_SKIP() << WAVETRAIN_TEST_PYTHON << " cannot import h5py: install Debian's python3-h5py";
   const nlohmann::json j = nlohmann::json::parse(out);
   EXPECT_EQ(j["attributes"]["format"], kStoreFormat);

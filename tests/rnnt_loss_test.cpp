@@ -5,6 +5,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include "tests/run_process.h"
+
 #include <cstdio>
 #include <functional>
 #include <sstream>
@@ -150,13 +152,7 @@ TEST(RnntReference, PruneRangesAndPrunedLoss) {
 TEST(RnntLoss, MatchesTorchaudio) {
   // The script prints B T U C, then logits, targets, logit and target lengths, then torchaudio's
   // losses (reduction none), each line space-separated.
-  FILE* pipe = popen((std::string(WAVETRAIN_TEST_PYTHON) + " " + WAVETRAIN_TEST_DATA +
-                      "/../python/torchaudio_rnnt.py 2>/dev/null").c_str(), "r");
-  std::string out;
-  char buf[1 << 16];
-  size_t n;
-  while (pipe && (n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
-  if (pipe) pclose(pipe);
+  const std::string out = wavetrain::testing::python_output("torchaudio_rnnt.py");
   if (out.empty()) GTEST_SKIP() << WAVETRAIN_TEST_PYTHON << " cannot import torchaudio: install Debian's python3-torchaudio";
   std::istringstream in(out);
   int cases_seen = 0;

@@ -43,4 +43,13 @@ inline ProcessResult run_shell(const std::string& command) {
   return r;
 }
 
+#ifdef WAVETRAIN_TEST_PYTHON
+// The standard output of tests/python/<script> run by the test-only Python (Debian's python3 with
+// python3-torch and friends); empty when that Python or a module it imports is missing, so the
+// caller can skip with a message naming the package.
+inline std::string python_output(const std::string& script_and_arguments) {
+  return run_shell(std::string(WAVETRAIN_TEST_PYTHON) + " " + WAVETRAIN_TEST_DATA + "/../python/" + script_and_arguments).out;
+}
+#endif
+
 }  // namespace wavetrain::testing
