@@ -136,3 +136,51 @@ TEST(CliAmp, TrainExportImportInfer) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CliAmp, LstmTrainsAndExports) {
+  const fs::path dir = fresh("lstm");
+  write_capture(dir);
+  ASSERT_EQ(wavetrain_in(dir, "data amp --input dry.wav --output amp.wav -o capture.h5 --valid-seconds 1.5").exit_code, 0);
+  const Result train = wavetrain_in(dir, "train +experiment=amp amp.data=capture.h5 model.architecture=lstm model.preset=1x12 "
+                                         "trainer.max_steps=3 trainer.batch_size=4 amp.segment=2048 amp.burn_in=1024 run.dir=run");
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  const Result exported = wavetrain_in(dir, "export nam run/checkpoints/last.ckpt -o lstm.nam");
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  std::ifstream nam(dir / "lstm.nam");
+  const nlohmann::json m = nlohmann::json::parse(nam);
+  EXPECT_EQ(m["architecture"], "LSTM");
+  EXPECT_EQ(m["config"]["hidden_size"], 12);
+  EXPECT_EQ(m["weights"].size(), 757u - 4 * 12);  // the file keeps one summed bias per layer
+  const Result infer = wavetrain_in(dir, "infer lstm.nam dry.wav -o out.wav --chunk 3000");
+  ASSERT_EQ(infer.exit_code, 0) << infer.err;
+}
+
+}  // namespace
+
+namespace {
+
+TEST(CliAmp, BuiltInCaptureIsDeterministic) {
+  if (wavetrain::testing::run_shell("command -v sox").exit_code != 0) GTEST_SKIP() << "sox is not installed (scripts/setup installs it)";
+  const fs::path dir = fresh("synth");
+  for (const char* sub : {"a", "b"}) {
+    const Result r = wavetrain_in(dir, std::string("data amp-synth -o ") + sub + " --seconds 20 --seed 3");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  // The same samples (the files' headers carry a time stamp in their PEAK chunk).
+  for (const char* f : {"dry.wav", "amp.wav"}) {
+    const at::Tensor a = wavetrain::data::read_audio((dir / "a" / f).string()).samples;
+    const at::Tensor b = wavetrain::data::read_audio((dir / "b" / f).string()).samples;
+    EXPECT_GT(a.size(1), 48000 * 15) << f;
+    EXPECT_TRUE(at::equal(a, b)) << f;
+  }
+  const at::Tensor amp = wavetrain::data::read_audio((dir / "a/amp.wav").string()).samples;
+  EXPECT_LT(amp.abs().max().item<double>(), 1.0);  // normalised to -1 dBFS: never clipped
+  EXPECT_GT(amp.abs().max().item<double>(), 0.85);
+  const Result capture = wavetrain_in(dir, "data amp --input a/dry.wav --output a/amp.wav -o a.h5");
+  ASSERT_EQ(capture.exit_code, 0) << capture.err;
+  EXPECT_NE(capture.out.find("latency: 65 samples detected"), std::string::npos) << capture.out;  // 64 + the amp's onset
+}
+
+}  // namespace
