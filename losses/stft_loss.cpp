@@ -15,6 +15,7 @@
 #include <string>
 
 #include "losses/loss_common.h"
+#include "losses/stft_loss_cpu.h"
 
 namespace wavetrain::losses {
 namespace {
@@ -172,89 +173,6 @@ at::Tensor clamped_magnitude(const at::Tensor& spectra, double eps) {
   return (ri.select(-1, 0).square() + ri.select(-1, 1).square()).clamp_min_(eps).sqrt_();
 }
 
-// The CPU form of the forward's per-bin part (no mel filters): magnitudes of prediction and target
-// and the sums the terms need, in three passes per thread instead of about ten tensor ops. Sums
-// run in 8 fixed lanes per row (so the compiler may vectorise them) and rows are added in double.
-struct MagnitudeSums {
-  double sq_diff = 0, sq_target = 0, abs_diff = 0;  // sum (x - y)^2, sum y^2, sum |x - y|
-};
-
-// Clamped powers re^2 + im^2 of `n` interleaved complex values; the caller takes the square root
-// (an ATen op: std::sqrt's errno handling keeps the compiler from vectorising a loop around it).
-template <typename T>
-void clamped_powers(const T* z, T* out, int64_t n, T eps) {
-  for (int64_t k = 0; k < n; ++k) {
-    const T p = z[2 * k] * z[2 * k] + z[2 * k + 1] * z[2 * k + 1];
-    out[k] = p < eps ? eps : p;  // clamp_min keeps a NaN: so does this comparison
-  }
-}
-
-template <typename T>
-MagnitudeSums magnitude_sums(const T* x, const T* y, int64_t rows, int64_t bins) {
-  MagnitudeSums sums;
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * bins;
-    const T* yr = y + r * bins;
-    T sq_diff[8] = {}, sq_target[8] = {}, abs_diff[8] = {};
-    int64_t k = 0;
-    for (; k + 8 <= bins; k += 8) {
-      for (int l = 0; l < 8; ++l) {
-        const T d = xr[k + l] - yr[k + l];
-        sq_diff[l] += d * d;
-        sq_target[l] += yr[k + l] * yr[k + l];
-        abs_diff[l] += std::abs(d);
-      }
-    }
-    for (; k < bins; ++k) {
-      const T d = xr[k] - yr[k];
-      sq_diff[0] += d * d;
-      sq_target[0] += yr[k] * yr[k];
-      abs_diff[0] += std::abs(d);
-    }
-    for (int l = 0; l < 8; ++l) {
-      sums.sq_diff += sq_diff[l];
-      sums.sq_target += sq_target[l];
-      sums.abs_diff += abs_diff[l];
-    }
-  }
-  return sums;
-}
-
-// Magnitudes x, y [items][frames][bins] of the two halves of `spectra`, and their sums.
-MagnitudeSums magnitudes_cpu(const at::Tensor& spectra, int64_t items, double eps, at::Tensor& x, at::Tensor& y) {
-  const at::Tensor ri = at::view_as_real(spectra);
-  x = at::empty({items, spectra.size(1), spectra.size(2)}, ri.options());
-  y = at::empty_like(x);
-  const int64_t rows = x.numel() / x.size(-1), bins = x.size(-1);
-  std::vector<MagnitudeSums> parts(static_cast<size_t>(at::get_num_threads()));
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "magnitudes_cpu", [&] {
-    const scalar_t* sx = ri.data_ptr<scalar_t>();
-    const scalar_t* sy = sx + 2 * rows * bins;
-    scalar_t *xp = x.data_ptr<scalar_t>(), *yp = y.data_ptr<scalar_t>();
-    const int64_t grain = std::max<int64_t>(1, 16384 / bins);
-    // Fixed ranges per thread, and their sums added in range order: the same result every run.
-    const int64_t chunks = std::min<int64_t>(static_cast<int64_t>(parts.size()), std::max<int64_t>(1, rows / grain));
-    at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t c = begin; c < end; ++c) {
-        const int64_t r0 = rows * c / chunks, n = (rows * (c + 1) / chunks - r0) * bins;
-        clamped_powers(sx + 2 * r0 * bins, xp + r0 * bins, n, static_cast<scalar_t>(eps));
-        clamped_powers(sy + 2 * r0 * bins, yp + r0 * bins, n, static_cast<scalar_t>(eps));
-        x.view({-1}).narrow(0, r0 * bins, n).sqrt_();
-        y.view({-1}).narrow(0, r0 * bins, n).sqrt_();
-        parts[static_cast<size_t>(c)] = magnitude_sums(xp + r0 * bins, yp + r0 * bins, n / bins, bins);
-      }
-    });
-    parts.resize(static_cast<size_t>(chunks));
-  });
-  MagnitudeSums total;
-  for (const MagnitudeSums& p : parts) {
-    total.sq_diff += p.sq_diff;
-    total.sq_target += p.sq_target;
-    total.abs_diff += p.abs_diff;
-  }
-  return total;
-}
-
 // The gradient w.r.t. the signals of sum(Re(conj(spectra) * g)) for spectra = frame_spectra(...),
 // given z [items][frames][bins] (complex) = g with its inner bins (all but 0 and N/2) halved.
 //
@@ -290,60 +208,6 @@ at::Tensor signal_gradient(const at::Tensor& z, const FrameLayout& f, int64_t sa
   return out;
 }
 
-// The CPU form of the per-bin part of the backward, one pass instead of about ten tensor ops
-// (the loss terms without mel filters). For bin z = (re, im) of the prediction, magnitudes x of
-// the prediction and y of the target:
-//   g = sc (x - y) + log_mag sgn(x - y) / x + lin_mag sgn(x - y)     d loss / d x
-//   s = g / x where x is above the eps floor, else 0; halved for the inner bins (signal_gradient)
-//   out = s (re, im)
-// sgn(x - y) stands for sgn(log x - log y): log is increasing.
-struct BinGradient {
-  double sc = 0, log_mag = 0, lin_mag = 0;  // upstream gradient times the term's weight (and 1/count)
-  double floor = 0;                         // sqrt(eps) as the magnitudes hold it
-};
-
-template <typename T>
-void bin_gradient_rows(const T* spec, const T* x, const T* y, T* out, int64_t rows, int64_t bins, bool even,
-                       const BinGradient& k) {
-  const T sc = static_cast<T>(k.sc), log_mag = static_cast<T>(k.log_mag), lin_mag = static_cast<T>(k.lin_mag),
-          floor = static_cast<T>(k.floor);
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t row = r * bins;
-    for (int64_t b = 0; b < bins; ++b) {  // written without branches, so that it vectorises
-      const int64_t i = row + b;
-      const T d = x[i] - y[i];
-      const T sign = static_cast<T>(d > 0) - static_cast<T>(d < 0);
-      const T g = sc * d + log_mag * sign / x[i] + lin_mag * sign;
-      const T s = static_cast<T>(x[i] > floor) * T(0.5) * g / x[i];  // x >= floor > 0
-      out[2 * i] = s * spec[2 * i];
-      out[2 * i + 1] = s * spec[2 * i + 1];
-    }
-    // Bin 0 and (for even N) bin N/2 are not halved.
-    out[2 * row] *= 2;
-    out[2 * row + 1] *= 2;
-    if (even) {
-      out[2 * (row + bins - 1)] *= 2;
-      out[2 * (row + bins - 1) + 1] *= 2;
-    }
-  }
-}
-
-at::Tensor bin_gradient_cpu(const at::Tensor& spectra, const at::Tensor& x, const at::Tensor& y, const BinGradient& k,
-                            const FrameLayout& f) {
-  const at::Tensor spec = at::view_as_real(spectra.contiguous()), xc = x.contiguous(), yc = y.contiguous();
-  const at::Tensor out = at::empty_like(spec);
-  const int64_t rows = xc.numel() / f.bins;
-  AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "bin_gradient_cpu", [&] {
-    const scalar_t *s = spec.data_ptr<scalar_t>(), *xp = xc.data_ptr<scalar_t>(), *yp = yc.data_ptr<scalar_t>();
-    scalar_t* o = out.data_ptr<scalar_t>();
-    at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / f.bins), [&](int64_t begin, int64_t end) {
-      bin_gradient_rows(s + 2 * begin * f.bins, xp + begin * f.bins, yp + begin * f.bins, o + 2 * begin * f.bins,
-                        end - begin, f.bins, f.n % 2 == 0, k);
-    });
-  });
-  return at::view_as_complex(out);
-}
-
 // The magnitude terms with the gradient w.r.t. the prediction written out (see stft_loss.h).
 // Outputs: loss, sc, log_mag, lin_mag; a term whose weight is 0 comes out as 0 and is ignored by
 // backward. The prediction and target are [items][samples] in fp32 or fp64.
@@ -358,7 +222,7 @@ struct StftMagnitudeLoss : public torch::autograd::Function<StftMagnitudeLoss> {
     at::Tensor mag_x, x, y, norm_diff = zero, norm_y = zero, diff = zero, log_ratio = zero;
     at::Tensor loss = zero, sc = zero, log_mag = zero, lin_mag = zero;
     if (spectra.device().is_cpu() && o.mel_bins == 0) {
-      const MagnitudeSums sums = magnitudes_cpu(spectra, items, o.eps, x, y);
+      const detail::MagnitudeSums sums = detail::magnitudes_cpu(spectra, items, o.eps, x, y);
       mag_x = x;
       norm_diff = at::scalar_tensor(std::sqrt(sums.sq_diff), zero.options());
       norm_y = at::scalar_tensor(std::sqrt(sums.sq_target), zero.options());
@@ -432,12 +296,12 @@ struct StftMagnitudeLoss : public torch::autograd::Function<StftMagnitudeLoss> {
     at::Tensor inv;  // 1 / (|X - Y| |Y|), and 0 when X == Y (as torch's norm: no gradient at 0)
     if (o.w_sc != 0) inv = at::where(norm_diff > 0, (norm_diff * norm_y).reciprocal(), at::zeros_like(norm_diff));
     if (spectra.device().is_cpu() && o.mel_bins == 0) {
-      BinGradient k;
+      detail::BinGradient k;
       k.sc = o.w_sc != 0 ? (upstream(1, o.w_sc) * inv).item<double>() : 0.0;
       k.log_mag = o.w_log_mag != 0 ? (upstream(2, o.w_log_mag) / count).item<double>() : 0.0;
       k.lin_mag = o.w_lin_mag != 0 ? (upstream(3, o.w_lin_mag) / count).item<double>() : 0.0;
       k.floor = floor;
-      return {signal_gradient(bin_gradient_cpu(spectra, x, y, k, layout), layout, samples), at::Tensor(), at::Tensor()};
+      return {signal_gradient(bin_gradient_cpu(spectra, x, y, k, layout.n), layout, samples), at::Tensor(), at::Tensor()};
     }
 
     // d loss / d X, X the (mel-scaled) prediction magnitudes.
