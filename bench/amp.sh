@@ -14,5 +14,5 @@ read -r step offline stream <<<"$("$bin" "$threads" "$repeats")"
 py=$(/usr/bin/python3 "$(dirname "$0")/amp_step_baseline.py" "$threads" "$repeats")
 printf "training step, standard WaveNet, %s threads: wavetrain %s ms, Python %s ms: %s x the Python throughput\n" \
   "$threads" "$step" "$py" "$(awk -v a="$step" -v b="$py" 'BEGIN { printf "%.2f", b / a }')"
-printf "inference, standard WaveNet at 48 kHz: offline (65536-sample chunks) %sx real time; 64-sample buffers %sx real time\n" \
+printf "inference, standard WaveNet at 48 kHz: offline (65536-sample chunks) %sx real time; 64-sample buffers (stream mode, 1 thread) %sx real time\n" \
   "$offline" "$stream"

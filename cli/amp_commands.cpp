@@ -131,7 +131,8 @@ void add_amp_commands(CLI::App& app) {
   infer->add_option("input", *in, "Input audio (mono)")->required();
   infer->add_option("-o,--output", *out, "Output WAV (float32)")->required();
   infer->add_option("--chunk", options->chunk, "Samples per chunk")->capture_default_str();
-  infer->add_option("--mode", options->mode, "exact (carry context/state) or crossfade")->capture_default_str();
+  infer->add_option("--mode", options->mode, "exact (carry context/state), stream (real-time buffers of --chunk) or crossfade")
+      ->capture_default_str();
   infer->add_option("--overlap", options->overlap, "Crossfade length (crossfade mode)")->capture_default_str();
   infer->callback([source, in, out, options] {
     amp::AmpModel m = load_model(*source);

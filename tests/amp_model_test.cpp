@@ -116,6 +116,15 @@ TEST(AmpModels, ChunkedProcessingEqualsOnePass) {
       const at::Tensor y = process(m, x, o);
       EXPECT_LE((y - reference).abs().max().item<double>(), 1e-5 * reference.abs().max().item<double>()) << arch << chunk;
     }
+    // Stream mode (real-time buffers) gives the same output, for any buffer size.
+    for (int64_t buffer : {1, 64, 777}) {
+      ProcessOptions st;
+      st.mode = "stream";
+      st.chunk = buffer;
+      const at::Tensor y = process(m, buffer == 1 ? x.narrow(0, 0, 3000) : x, st);
+      const at::Tensor ref = buffer == 1 ? reference.narrow(0, 0, 3000) : reference;
+      EXPECT_LE((y - ref).abs().max().item<double>(), 1e-5 * reference.abs().max().item<double>()) << arch << " stream " << buffer;
+    }
     // Crossfade mode is an approximation for models without exact context; it stays close here.
     ProcessOptions c;
     c.mode = "crossfade";
@@ -131,6 +140,18 @@ TEST(AmpModels, ChunkedProcessingEqualsOnePass) {
                 1e-5 * reference.abs().max().item<double>());
     }
   }
+}
+
+TEST(AmpModels, StreamingStandardEqualsExact) {
+  AmpModel m = make_amp_model("wavenet", "standard");
+  randomize(m, 4);
+  const at::Tensor x = test_signal(9000);
+  const at::Tensor exact = process(m, x);
+  ProcessOptions st;
+  st.mode = "stream";
+  st.chunk = 64;
+  const at::Tensor y = process(m, x, st);
+  EXPECT_LE((y - exact).abs().max().item<double>(), 1e-5 * exact.abs().max().item<double>());
 }
 
 }  // namespace

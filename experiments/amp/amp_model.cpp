@@ -1,5 +1,6 @@
 // Amp models, .nam files and long-audio processing (amp_model.h).
 #include "experiments/amp/amp_model.h"
+#include "experiments/amp/wavenet_stream.h"
 
 #include <torch/csrc/autograd/grad_mode.h>
 
@@ -128,7 +129,20 @@ at::Tensor process(AmpModel& m, const at::Tensor& audio, const ProcessOptions& o
     }
     return out;
   }
-  if (o.mode != "crossfade") throw std::invalid_argument("process: mode '" + o.mode + "' is not exact or crossfade");
+  if (o.mode == "stream") {  // real-time buffers of `chunk` samples
+    if (m.wavenet && WaveNetStream::can_stream(m.wavenet->config())) {
+      WaveNetStream stream(*m.wavenet, std::min<int64_t>(o.chunk, 4096));
+      for (int64_t s = 0; s < n; s += o.chunk) {
+        const int64_t len = std::min(o.chunk, n - s);
+        stream.process(x.data_ptr<float>() + s, out.data_ptr<float>() + s, len);
+      }
+      return out;
+    }
+    ProcessOptions exact = o;  // the LSTM streams by carrying its state: exact mode does that
+    exact.mode = "exact";
+    return process(m, audio, exact);
+  }
+  if (o.mode != "crossfade") throw std::invalid_argument("process: mode '" + o.mode + "' is not exact, stream or crossfade");
   for (int64_t s = 0; s < n; s += o.chunk) {
     const int64_t len = std::min(o.chunk, n - s), lead = std::min(o.overlap, s);
     const at::Tensor y = run_fresh(x.narrow(0, s - lead, len + lead));

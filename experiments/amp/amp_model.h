@@ -8,6 +8,8 @@
 // zeros before the first sample. Modes:
 //   exact      WaveNet: chunks carry receptive_field - 1 samples of input as context, so the
 //              result equals one pass over the whole file; LSTM: the state carries over.
+//   stream     real-time buffers of `chunk` samples: WaveNet through WaveNetStream (per-layer
+//              state, plain loops; same output as exact), the LSTM as in exact mode.
 //   crossfade  every chunk starts fresh (zero context or initial state) `overlap` samples early,
 //              and the overlap is crossfaded linearly into the previous chunk: for models whose
 //              context cannot be carried exactly.
@@ -44,7 +46,7 @@ AmpModel read_nam(const std::string& path);
 
 struct ProcessOptions {
   int64_t chunk = 65536;
-  std::string mode = "exact";  // exact or crossfade
+  std::string mode = "exact";  // exact, stream or crossfade
   int64_t overlap = 4096;      // crossfade mode
 };
 

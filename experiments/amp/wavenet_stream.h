@@ -1,0 +1,58 @@
+// NAM's WaveNet for real-time buffers: plain loops over the model's weights, with every layer's
+// recent inputs kept in a ring buffer between calls, so that a buffer of n samples costs n samples
+// of work however small n is (the tensor path recomputes the whole receptive field per buffer).
+//
+// Layout: each layer's input signal z is a ring of [time][channels] floats, at least
+// (kernel - 1) x dilation + the largest block long (a power of two, indexed with a mask). For each
+// new sample a layer reads its kernel taps from the ring, adds the input mixer's share of the
+// model's input, applies tanh, adds the result to the array's head sum, and writes
+// z + 1x1(post) into the next layer's ring at the same time index.
+//
+// The output equals process() in exact mode: reset() runs receptive_field - 1 zeros through, which
+// is the zero padding that mode puts before the audio. Tanh layers without gating (every NAM
+// preset) are supported; can_stream() says whether a model is.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "experiments/amp/wavenet.h"
+
+namespace wavetrain::experiments::amp {
+
+class WaveNetStream {
+ public:
+  explicit WaveNetStream(const WaveNetImpl& model, int64_t max_block = 256);
+  static bool can_stream(const WaveNetConfig& config);
+
+  void reset();
+  // Any n; blocks larger than max_block are split.
+  void process(const float* in, float* out, int64_t n);
+
+ private:
+  struct Layer {
+    int64_t dilation;
+    std::vector<float> conv;    // [tap][in c][out c'], so that the innermost loop runs over c'
+    std::vector<float> bias;    // [C]
+    std::vector<float> mixer;   // [C] (condition size 1)
+    std::vector<float> one;     // [in c][out c']
+    std::vector<float> one_bias;
+    std::vector<float> ring;    // [size][C]
+    int64_t mask = 0;
+  };
+  struct Array {
+    int64_t in_channels, channels, head_size, kernel;
+    std::vector<float> rechannel;  // [in][C]
+    std::vector<Layer> layers;
+    std::vector<float> head, head_bias;  // [C][H], [H] (bias empty when none)
+    std::vector<float> out_ring;         // the last layer's output z for the block: [block][C]
+  };
+  void block(const float* in, float* out, int64_t n);
+
+  std::vector<Array> arrays_;
+  float head_scale_;
+  int64_t max_block_, position_ = 0, receptive_field_;
+  std::vector<float> head_sum_, head_out_, post_;
+};
+
+}  // namespace wavetrain::experiments::amp
