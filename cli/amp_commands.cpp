@@ -31,7 +31,6 @@ amp::AmpModel load_model(const std::string& path) {
   load_state_dict(m.module(), s.model, /*strict=*/true, path);
   for (const auto& [name, value] : s.metrics)
     if (name == "val/esr") m.metadata["training"]["validation_esr"] = value;
-  if (cfg.has("amp.sample_rate")) m.sample_rate = cfg.get_float("amp.sample_rate");
   return m;
 }
 

@@ -21,7 +21,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -80,7 +79,7 @@ WAVETRAIN_VECTOR_CLONES void log_add_row(const double* p1, const double* x1, con
 // One item. px [S][T1] (T1 = T + 1 regular, T modified) and py [S+1][T] rows of this item.
 template <typename T>
 struct Item {
-  int64_t S, T1, Tn;        // px rows, px columns, py columns
+  int64_t T1, Tn;           // px columns, py columns
   bool modified;
   int64_t sb, tb, se, te;   // box
   int64_t Sb, Tb, D, W;     // box sizes, number of diagonals (0 .. Sb + Tb), row width (Sb + 2)
@@ -173,7 +172,6 @@ void mutual_information_cpu(const at::Tensor& px, const at::Tensor& py, const at
     at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
       Item<scalar_t> item;  // buffers reused across this thread's items
       for (int64_t b = begin; b < end; ++b) {
-        item.S = S;
         item.T1 = T1;
         item.Tn = Tn;
         item.modified = modified;

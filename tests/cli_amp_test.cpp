@@ -28,18 +28,18 @@ fs::path fresh(const std::string& name) {
   return dir;
 }
 
-// A 6 s dry signal at 48 kHz (a sweep and noise) and a toy amp: 0.5 tanh(3x), one-pole smoothed,
-// 37 samples late, with 100 samples of tail.
-void write_capture(const fs::path& dir, int64_t delay = 37) {
-  const int64_t n = 6 * 48000;
+// A 6 s dry signal (a sweep and noise) and a toy amp: 0.5 tanh(3x), one-pole smoothed, 37 samples
+// late, with 100 samples of tail.
+void write_capture(const fs::path& dir, int64_t delay = 37, int rate = 48000) {
+  const int64_t n = 6 * rate;
   at::manual_seed(0);
-  const at::Tensor t = at::arange(n, at::kDouble) / 48000.0;
+  const at::Tensor t = at::arange(n, at::kDouble) / static_cast<double>(rate);
   const at::Tensor dry = 0.4 * at::sin(2 * M_PI * (50 * t + 300 * t * t)) + 0.1 * at::randn({n}, at::kDouble);
   at::Tensor wet = 0.5 * at::tanh(3 * dry);
   for (int64_t i = 1; i < n; ++i) wet[i] = 0.7 * wet[i] + 0.3 * wet[i - 1];  // small: 288k samples
   const at::Tensor out = at::cat({at::zeros({delay}, at::kDouble), wet, at::zeros({100 - delay}, at::kDouble)});
-  wavetrain::data::write_wav((dir / "dry.wav").string(), dry, 48000, wavetrain::data::WavSubtype::kFloat32);
-  wavetrain::data::write_wav((dir / "amp.wav").string(), out, 48000, wavetrain::data::WavSubtype::kFloat32);
+  wavetrain::data::write_wav((dir / "dry.wav").string(), dry, rate, wavetrain::data::WavSubtype::kFloat32);
+  wavetrain::data::write_wav((dir / "amp.wav").string(), out, rate, wavetrain::data::WavSubtype::kFloat32);
 }
 
 TEST(CliAmp, CaptureEstimatesTheLatencyAndChecksTheFiles) {
@@ -57,6 +57,9 @@ TEST(CliAmp, CaptureEstimatesTheLatencyAndChecksTheFiles) {
   write_wav((dir / "short.wav").string(), at::zeros({1000}), 48000);
   write_wav((dir / "clipped.wav").string(), at::cat({at::zeros({1000}), at::ones({5}), at::zeros({288000})}), 48000,
             wavetrain::data::WavSubtype::kFloat32);
+  const Result no_valid = wavetrain_in(dir, "data amp --input dry.wav --output amp.wav -o bad.h5 --valid-seconds 0");
+  EXPECT_EQ(no_valid.exit_code, 1);
+  EXPECT_NE(no_valid.err.find("--valid-seconds must be > 0, got 0"), std::string::npos) << no_valid.err;
   const std::pair<std::string, std::string> bad[] = {
       {"--input stereo.wav --output amp.wav", "stereo.wav: expected 1 channel, found 2"},
       {"--input dry.wav --output slow.wav", "slow.wav: sample rate 44100 Hz differs from the input's (dry.wav: 48000 Hz)"},
@@ -141,7 +144,7 @@ namespace {
 
 TEST(CliAmp, LstmTrainsAndExports) {
   const fs::path dir = fresh("lstm");
-  write_capture(dir);
+  write_capture(dir, 37, 44100);  // the exported model must carry the capture's rate
   ASSERT_EQ(wavetrain_in(dir, "data amp --input dry.wav --output amp.wav -o capture.h5 --valid-seconds 1.5").exit_code, 0);
   const Result train = wavetrain_in(dir, "train +experiment=amp amp.data=capture.h5 model.architecture=lstm model.preset=1x12 "
                                          "trainer.max_steps=3 trainer.batch_size=4 amp.segment=2048 amp.burn_in=1024 run.dir=run");
@@ -153,6 +156,7 @@ TEST(CliAmp, LstmTrainsAndExports) {
   EXPECT_EQ(m["architecture"], "LSTM");
   EXPECT_EQ(m["config"]["hidden_size"], 12);
   EXPECT_EQ(m["weights"].size(), 757u - 4 * 12);  // the file keeps one summed bias per layer
+  EXPECT_EQ(m["sample_rate"], 44100.0);
   const Result infer = wavetrain_in(dir, "infer lstm.nam dry.wav -o out.wav --chunk 3000");
   ASSERT_EQ(infer.exit_code, 0) << infer.err;
 }

@@ -40,11 +40,7 @@ class AmpTask : public Task {
     train_y_ = train.at("target");
     valid_x_ = valid.at("input");
     valid_y_ = valid.at("target");
-    double rate = 48000;
-    if (auto a = store.attribute("sample_rate"))
-      if (const auto* v = std::get_if<int64_t>(&*a)) rate = static_cast<double>(*v);
-    model_ = amp_model_from_config(cfg);
-    model_.sample_rate = rate;
+    model_ = amp_model_from_config(cfg, &store);
     segment_ = cfg.get_int("amp.segment", 8192);
     context_ = model_.wavenet ? model_.receptive_field() - 1 : cfg.get_int("amp.burn_in", 4096);
     if (segment_ < 1) throw config::ConfigError("amp.segment must be >= 1, got " + std::to_string(segment_));
@@ -103,16 +99,26 @@ class AmpTask : public Task {
 
 std::unique_ptr<Task> make_amp_task(const config::Config& cfg) { return std::make_unique<AmpTask>(cfg); }
 
-AmpModel amp_model_from_config(const config::Config& cfg) {
+double capture_sample_rate(const data::DatasetReader& store) {
+  if (auto a = store.attribute("sample_rate"))
+    if (const auto* v = std::get_if<int64_t>(&*a)) return static_cast<double>(*v);
+  return 48000;
+}
+
+AmpModel amp_model_from_config(const config::Config& cfg, const data::DatasetReader* store) {
+  AmpModel m;
   if (cfg.has("model.nam_config")) {  // an imported .nam model that matches no preset
     const nlohmann::json j = nlohmann::json::parse(cfg.get_string("model.nam_config"));
-    AmpModel m;
     m.architecture = cfg.get_string("model.architecture") == "lstm" ? "LSTM" : "WaveNet";
     if (m.architecture == "WaveNet") m.wavenet = WaveNet(wavenet_config_from_json(j));
     else m.lstm = Lstm(lstm_config_from_json(j));
-    return m;
+  } else {
+    m = make_amp_model(cfg.get_string("model.architecture", "wavenet"), cfg.get_string("model.preset", "standard"));
   }
-  return make_amp_model(cfg.get_string("model.architecture", "wavenet"), cfg.get_string("model.preset", "standard"));
+  if (cfg.has("amp.sample_rate")) m.sample_rate = cfg.get_float("amp.sample_rate");
+  else if (store) m.sample_rate = capture_sample_rate(*store);
+  else if (cfg.has("amp.data")) m.sample_rate = capture_sample_rate(data::DatasetReader(cfg.get_string("amp.data"), 0));
+  return m;
 }
 
 }  // namespace wavetrain::experiments::amp

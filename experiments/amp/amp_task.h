@@ -3,13 +3,19 @@
 
 #include <memory>
 
+#include "data/hdf5_store.h"
 #include "experiments/amp/amp_model.h"
 #include "trainer/task.h"
 
 namespace wavetrain::experiments::amp {
 
 std::unique_ptr<Task> make_amp_task(const config::Config& cfg);
-// The (untrained) model of model.architecture and model.preset, e.g. to load a checkpoint into.
-AmpModel amp_model_from_config(const config::Config& cfg);
+// A capture store's sample rate (its sample_rate attribute; 48000 when it has none).
+double capture_sample_rate(const data::DatasetReader& store);
+
+// The (untrained) model of model.architecture and model.preset (or model.nam_config), e.g. to load
+// a checkpoint into. Its sample rate is amp.sample_rate, else that of the capture store amp.data
+// (`store` when the caller has it open, else opened here), else 48000.
+AmpModel amp_model_from_config(const config::Config& cfg, const data::DatasetReader* store = nullptr);
 
 }  // namespace wavetrain::experiments::amp

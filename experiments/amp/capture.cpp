@@ -35,6 +35,8 @@ int64_t estimate_delay(const float* input, const float* output, int64_t n, int64
 }
 
 CaptureReport build_capture(const CaptureOptions& o) {
+  if (!(o.valid_seconds > 0))
+    throw std::invalid_argument("--valid-seconds must be > 0, got " + std::to_string(o.valid_seconds));
   data::ReadOptions mono;
   mono.channels = 1;
   const data::Audio in = data::read_audio(o.input, mono), out = data::read_audio(o.output, mono);

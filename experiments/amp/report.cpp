@@ -167,13 +167,11 @@ std::pair<std::string, std::string> write_amp_report(const std::string& run_dir,
                                                      const config::Config& cfg) {
   // The model and the validation audio.
   const TrainingState state = Checkpoint::load(checkpoint);
-  AmpModel model = amp_model_from_config(cfg);
-  load_state_dict(model.module(), state.model, /*strict=*/true, checkpoint);
   const data::DatasetReader store(cfg.get_string("amp.data"));
+  AmpModel model = amp_model_from_config(cfg, &store);
+  load_state_dict(model.module(), state.model, /*strict=*/true, checkpoint);
   const data::Item valid = store.item("valid", 0);
-  double rate = 48000;
-  if (auto a = store.attribute("sample_rate"))
-    if (const auto* v = std::get_if<int64_t>(&*a)) rate = static_cast<double>(*v);
+  const double rate = model.sample_rate;
   const at::Tensor input = valid.at("input"), target = valid.at("target");
   const at::Tensor prediction = process(model, input);
   // Scored after the model's context, as in training.
