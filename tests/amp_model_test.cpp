@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "experiments/amp/amp_model.h"
+#include "experiments/amp/wavenet_stream.h"
 
 namespace wavetrain::experiments::amp {
 namespace {
@@ -142,16 +143,27 @@ TEST(AmpModels, ChunkedProcessingEqualsOnePass) {
   }
 }
 
-TEST(AmpModels, StreamingStandardEqualsExact) {
-  AmpModel m = make_amp_model("wavenet", "standard");
-  randomize(m, 4);
+// Every preset streams through its own kernels (16/8, 12/6, 8/4 and 4/2 channels: the vector
+// kernels, and the plain loop for 2 and 6), in both compiled variants (AVX2 + FMA where the CPU has
+// them, and the baseline); buffers of 37 leave a remainder after the kernels' time tiles.
+TEST(AmpModels, StreamingEqualsExactForEveryPreset) {
   const at::Tensor x = test_signal(9000);
-  const at::Tensor exact = process(m, x);
-  ProcessOptions st;
-  st.mode = "stream";
-  st.chunk = 64;
-  const at::Tensor y = process(m, x, st);
-  EXPECT_LE((y - exact).abs().max().item<double>(), 1e-5 * exact.abs().max().item<double>());
+  for (const std::string& preset : wavenet_preset_names()) {
+    AmpModel m = make_amp_model("wavenet", preset);
+    randomize(m, 4);
+    const at::Tensor exact = process(m, x);
+    for (int64_t buffer : {64, 37}) {
+      ProcessOptions st;
+      st.mode = "stream";
+      st.chunk = buffer;
+      const at::Tensor y = process(m, x, st);
+      EXPECT_LE((y - exact).abs().max().item<double>(), 1e-5 * exact.abs().max().item<double>()) << preset << " " << buffer;
+    }
+    WaveNetStream baseline(*m.wavenet, 64, /*baseline_isa=*/true);
+    at::Tensor y = at::empty_like(x);
+    baseline.process(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+    EXPECT_LE((y - exact).abs().max().item<double>(), 1e-5 * exact.abs().max().item<double>()) << preset << " baseline";
+  }
 }
 
 }  // namespace
