@@ -3,6 +3,8 @@
 
 #include <torch/nn/functional/activation.h>
 
+#include "experiments/amp/wavenet_cpu.h"
+
 #include <stdexcept>
 
 namespace wavetrain::experiments::amp {
@@ -154,6 +156,7 @@ at::Tensor WaveNetImpl::forward(const at::Tensor& x) {
   if (x.size(2) < rf)
     throw std::invalid_argument("WaveNet: " + std::to_string(x.size(2)) + " input samples are fewer than the receptive field (" +
                                 std::to_string(rf) + ")");
+  if (cpu_kernels_ && wavenet_cpu_supported(*this, x)) return wavenet_cpu_forward(*this, x);
   at::Tensor y = x, head;
   for (size_t i = 0; i < arrays_.size(); ++i) {
     const LayerArrayConfig& c = config_.layers[i];
@@ -188,6 +191,14 @@ std::vector<torch::nn::Conv1d> WaveNetImpl::convs_in_order() const {
     }
     out.push_back(a.head_rechannel);
   }
+  return out;
+}
+
+std::vector<at::Tensor> WaveNetImpl::ordered_parameters() const {
+  std::vector<at::Tensor> out;
+  for (const torch::nn::Conv1d& c : convs_in_order())
+    for (const at::Tensor& t : {c->weight, c->bias})
+      if (t.defined()) out.push_back(t);
   return out;
 }
 

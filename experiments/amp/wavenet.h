@@ -63,6 +63,12 @@ class WaveNetImpl : public torch::nn::Module {
   std::vector<float> export_weights() const;
   // The inverse; throws std::invalid_argument when the count does not fit this architecture.
   void import_weights(const std::vector<float>& weights);
+  // The parameter tensors in that order (weights [out][in][k], biases where they exist).
+  std::vector<at::Tensor> ordered_parameters() const;
+
+  // Whether forward() may use the hand-written CPU forward and backward (wavenet_cpu.h) for the
+  // inputs it supports; on by default. Off: LibTorch's conv1d throughout.
+  void set_cpu_kernels(bool on) { cpu_kernels_ = on; }
 
  private:
   struct Layer {
@@ -77,6 +83,7 @@ class WaveNetImpl : public torch::nn::Module {
 
   WaveNetConfig config_;
   std::vector<Array> arrays_;
+  bool cpu_kernels_ = true;
 };
 TORCH_MODULE(WaveNet);
 

@@ -3,10 +3,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <stdexcept>
 
-#include "losses/vector_math.h"
+// Vectors pass between always-inlined helpers only: the ABI note about 32-byte vectors without AVX
+// does not apply (wavenet_kernels.h).
+#pragma GCC diagnostic ignored "-Wpsabi"
+#include "experiments/amp/wavenet_kernels.h"
+
 
 namespace wavetrain::experiments::amp {
 
@@ -27,31 +30,11 @@ namespace {
 
 constexpr int64_t kMaxChannels = 64;
 
-inline float fast_tanh(float x) {  // (1 - e) / (1 + e), e = exp(-2|x|): branch-free, vectorisable
-  const float a = x < 0 ? -x : x;
-  const float e = losses::detail::exp_nonpositive(-2.0f * a);
-  const float t = (1.0f - e) / (1.0f + e);
-  return x < 0 ? -t : t;
-}
-
-// Fixed-width float vectors (GCC/Clang vector extensions): the compiler maps them to AVX (8 wide) or
-// SSE (4 wide, or two of them for 8) in each compiled variant. Loads and stores go through memcpy:
-// unaligned, no aliasing questions, and compiled to one vector move. These helpers are always
-// inlined, so the baseline variant's warning about passing 32-byte vectors by value is moot.
-#pragma GCC diagnostic ignored "-Wpsabi"
-typedef float Vec8 __attribute__((vector_size(32)));
-typedef float Vec4 __attribute__((vector_size(16)));
-template <typename Vec>
-__attribute__((always_inline)) inline Vec load(const float* p) {
-  Vec v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-template <typename Vec>
-__attribute__((always_inline)) inline void store(float* p, const Vec& v) {
-  std::memcpy(p, &v, sizeof v);
-}
-
+using kernels::fast_tanh;
+using kernels::load;
+using kernels::store;
+using kernels::Vec4;
+using kernels::Vec8;
 using LayerArgs = detail::StreamLayerArgs;
 
 // The register-blocked kernel: channels C = W x V (W floats a vector, V vectors a row), T time
@@ -155,16 +138,10 @@ __attribute__((always_inline)) inline void layer_block_inline(const LayerArgs& a
   }
 }
 
-// Compiled twice, for the baseline ISA and for AVX2 + FMA, and picked by what the CPU supports.
-// (Not target_clones("arch=haswell"): GCC dispatches `arch=` clones on the CPU model, so a newer
-// Xeon than Haswell got the baseline clone.)
+// Compiled for the baseline ISA and for AVX2 + FMA (wavenet_kernels.h).
 void layer_block_baseline(const LayerArgs& a) { layer_block_inline(a); }
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if WAVETRAIN_AMP_AVX2
 __attribute__((target("avx2,fma"))) void layer_block_avx2(const LayerArgs& a) { layer_block_inline(a); }
-bool cpu_has_avx2_fma() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
 #endif
 
 int64_t ring_size(int64_t history, int64_t block) {
@@ -184,8 +161,8 @@ bool WaveNetStream::can_stream(const WaveNetConfig& config) {
 WaveNetStream::WaveNetStream(const WaveNetImpl& model, int64_t max_block, bool baseline_isa)
     : max_block_(std::max<int64_t>(1, max_block)) {
   layer_block_ = &layer_block_baseline;
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (!baseline_isa && cpu_has_avx2_fma()) layer_block_ = &layer_block_avx2;
+#if WAVETRAIN_AMP_AVX2
+  if (!baseline_isa && kernels::cpu_has_avx2_fma()) layer_block_ = &layer_block_avx2;
 #else
   (void)baseline_isa;
 #endif

@@ -1,0 +1,647 @@
+// NAM's WaveNet forward and backward on the CPU (wavenet_cpu.h).
+#include "experiments/amp/wavenet_cpu.h"
+
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+#include <atomic>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "experiments/amp/wavenet.h"
+// Vectors pass between always-inlined helpers only: the ABI note about 32-byte vectors without AVX
+// does not apply (wavenet_kernels.h).
+#pragma GCC diagnostic ignored "-Wpsabi"
+#include "experiments/amp/wavenet_kernels.h"
+
+#include "trainer/torch_compat.h"
+
+namespace wavetrain::experiments::amp {
+namespace {
+
+using kernels::fast_tanh;
+using kernels::load;
+using kernels::store;
+using kernels::Vec4;
+using kernels::Vec8;
+
+// ---- Kernels ------------------------------------------------------------------------------------
+
+// A layer's pass over time, [time][channels] rows, t in [0, n):
+//   out[t] = init(t) + sum over k < taps, c < cin of w[k][c][:] in[t + k step][c]
+//   init(t) = rows[t] (if given) + bias (if given) + x[t] mixer (if given)
+// then, if asked, out = tanh(out), or out = out (1 - y[t]^2) with y = tanh_grad_of (the tanh's
+// derivative, from its output). `step` may be negative: `in` must hold rows t + k step for every t
+// and k. The output has `channels` channels; w is [taps][cin][channels].
+struct Rows {
+  const float* in = nullptr;
+  int64_t cin = 0, step = 0, taps = 1;
+  const float* w = nullptr;
+  const float* rows = nullptr;
+  const float* bias = nullptr;
+  const float* x = nullptr;
+  const float* mixer = nullptr;
+  bool tanh = false;
+  const float* tanh_grad_of = nullptr;
+  float* out = nullptr;
+  int64_t n = 0, channels = 0;
+};
+
+// T time steps x C = W x V channels at once: T x V accumulators in vector registers, and every
+// weight vector loaded is used T times.
+template <typename Vec, int W, int V, int T>
+__attribute__((always_inline)) inline void rows_tile(const Rows& r, int64_t t0) {
+  constexpr int C = W * V;
+  Vec acc[T][V];
+  for (int i = 0; i < T; ++i)
+    for (int v = 0; v < V; ++v) {
+      Vec s = Vec{};
+      if (r.rows) s += load<Vec>(r.rows + (t0 + i) * C + v * W);
+      if (r.bias) s += load<Vec>(r.bias + v * W);
+      if (r.x) s += load<Vec>(r.mixer + v * W) * r.x[t0 + i];
+      acc[i][v] = s;
+    }
+  for (int64_t k = 0; k < r.taps; ++k) {
+    const float* in[T];
+    for (int i = 0; i < T; ++i) in[i] = r.in + (t0 + i + k * r.step) * r.cin;
+    const float* w = r.w + k * r.cin * C;
+    for (int64_t c = 0; c < r.cin; ++c) {
+      Vec wr[V];
+      for (int v = 0; v < V; ++v) wr[v] = load<Vec>(w + c * C + v * W);
+      for (int i = 0; i < T; ++i) {
+        const float s = in[i][c];
+        for (int v = 0; v < V; ++v) acc[i][v] += wr[v] * s;
+      }
+    }
+  }
+  if (r.tanh_grad_of)
+    for (int i = 0; i < T; ++i)
+      for (int v = 0; v < V; ++v) {
+        const Vec y = load<Vec>(r.tanh_grad_of + (t0 + i) * C + v * W);
+        acc[i][v] *= 1.0f - y * y;
+      }
+  float* out = r.out + t0 * C;
+  for (int i = 0; i < T; ++i)
+    for (int v = 0; v < V; ++v) store(out + i * C + v * W, acc[i][v]);
+  if (r.tanh)
+    for (int j = 0; j < T * C; ++j) out[j] = fast_tanh(out[j]);
+}
+
+template <typename Vec, int W, int V>
+__attribute__((always_inline)) inline void rows_blocked(const Rows& r) {
+  constexpr int T = V >= 8 ? 1 : 8 / V;
+  int64_t t = 0;
+  for (; t + T <= r.n; t += T) rows_tile<Vec, W, V, T>(r, t);
+  for (; t < r.n; ++t) rows_tile<Vec, W, V, 1>(r, t);
+}
+
+// Any channel count (1, 2, 6, ...): one step at a time.
+__attribute__((always_inline)) inline void rows_any(const Rows& r) {
+  const int64_t C = r.channels;
+  for (int64_t t = 0; t < r.n; ++t) {
+    float* out = r.out + t * C;
+    for (int64_t o = 0; o < C; ++o)
+      out[o] = (r.rows ? r.rows[t * C + o] : 0.0f) + (r.bias ? r.bias[o] : 0.0f) + (r.x ? r.mixer[o] * r.x[t] : 0.0f);
+    for (int64_t k = 0; k < r.taps; ++k) {
+      const float* in = r.in + (t + k * r.step) * r.cin;
+      const float* w = r.w + k * r.cin * C;
+      for (int64_t c = 0; c < r.cin; ++c)
+        for (int64_t o = 0; o < C; ++o) out[o] += w[c * C + o] * in[c];
+    }
+    for (int64_t o = 0; o < C; ++o) {
+      if (r.tanh_grad_of) out[o] *= 1.0f - r.tanh_grad_of[t * C + o] * r.tanh_grad_of[t * C + o];
+      if (r.tanh) out[o] = fast_tanh(out[o]);
+    }
+  }
+}
+
+// Weight gradients, summed over time, t in [0, n):
+//   dw[c][o] += sum_t a[t sa + c] b[t][o]   (c < ca, o < channels)
+//   db[o] += sum_t b[t][o]                  (if db is given)
+struct Outer {
+  const float* a = nullptr;
+  int64_t sa = 0, ca = 0;
+  const float* b = nullptr;
+  int64_t n = 0, channels = 0;
+  float* dw = nullptr;
+  float* db = nullptr;
+};
+
+// R rows of dw (R x V accumulators) over times [t0, t1).
+template <typename Vec, int W, int V, int R>
+__attribute__((always_inline)) inline void outer_rows(const Outer& g, int64_t c0, int64_t t0, int64_t t1) {
+  constexpr int C = W * V;
+  Vec acc[R][V];
+  for (int j = 0; j < R; ++j)
+    for (int v = 0; v < V; ++v) acc[j][v] = load<Vec>(g.dw + (c0 + j) * C + v * W);
+  for (int64_t t = t0; t < t1; ++t) {
+    Vec bv[V];
+    for (int v = 0; v < V; ++v) bv[v] = load<Vec>(g.b + t * C + v * W);
+    const float* at = g.a + t * g.sa + c0;
+    for (int j = 0; j < R; ++j) {
+      const float s = at[j];
+      for (int v = 0; v < V; ++v) acc[j][v] += bv[v] * s;
+    }
+  }
+  for (int j = 0; j < R; ++j)
+    for (int v = 0; v < V; ++v) store(g.dw + (c0 + j) * C + v * W, acc[j][v]);
+}
+
+template <typename Vec, int W, int V>
+__attribute__((always_inline)) inline void outer_blocked(const Outer& g) {
+  constexpr int C = W * V;
+  constexpr int R = V >= 8 ? 1 : 8 / V;
+  constexpr int64_t kSpan = 256;  // time steps per pass: a and b stay in L1 across the row blocks
+  for (int64_t t0 = 0; t0 < g.n; t0 += kSpan) {
+    const int64_t t1 = std::min(g.n, t0 + kSpan);
+    int64_t c = 0;
+    for (; c + R <= g.ca; c += R) outer_rows<Vec, W, V, R>(g, c, t0, t1);
+    for (; c < g.ca; ++c) outer_rows<Vec, W, V, 1>(g, c, t0, t1);
+  }
+  if (g.db) {
+    Vec s[V];
+    for (int v = 0; v < V; ++v) s[v] = load<Vec>(g.db + v * W);
+    for (int64_t t = 0; t < g.n; ++t)
+      for (int v = 0; v < V; ++v) s[v] += load<Vec>(g.b + t * C + v * W);
+    for (int v = 0; v < V; ++v) store(g.db + v * W, s[v]);
+  }
+}
+
+__attribute__((always_inline)) inline void outer_any(const Outer& g) {
+  const int64_t C = g.channels;
+  for (int64_t t = 0; t < g.n; ++t) {
+    const float* b = g.b + t * C;
+    for (int64_t c = 0; c < g.ca; ++c) {
+      const float s = g.a[t * g.sa + c];
+      for (int64_t o = 0; o < C; ++o) g.dw[c * C + o] += s * b[o];
+    }
+    if (g.db)
+      for (int64_t o = 0; o < C; ++o) g.db[o] += b[o];
+  }
+}
+
+// The channel counts with vector kernels: NAM's presets use 16, 12, 8, 4 (and 6, 2 through the
+// plain loops).
+#define WAVETRAIN_AMP_CHANNEL_SWITCH(KERNEL, ARG, ANY)      \
+  switch (ARG.channels) {                                   \
+    case 4: return KERNEL<Vec4, 4, 1>(ARG);                 \
+    case 8: return KERNEL<Vec8, 8, 1>(ARG);                 \
+    case 12: return KERNEL<Vec4, 4, 3>(ARG);                \
+    case 16: return KERNEL<Vec8, 8, 2>(ARG);                \
+    case 24: return KERNEL<Vec8, 8, 3>(ARG);                \
+    case 32: return KERNEL<Vec8, 8, 4>(ARG);                \
+    default: return ANY(ARG);                               \
+  }
+
+void rows_baseline(const Rows& r) { WAVETRAIN_AMP_CHANNEL_SWITCH(rows_blocked, r, rows_any) }
+void outer_baseline(const Outer& g) { WAVETRAIN_AMP_CHANNEL_SWITCH(outer_blocked, g, outer_any) }
+#if WAVETRAIN_AMP_AVX2
+__attribute__((target("avx2,fma"))) void rows_avx2(const Rows& r) { WAVETRAIN_AMP_CHANNEL_SWITCH(rows_blocked, r, rows_any) }
+__attribute__((target("avx2,fma"))) void outer_avx2(const Outer& g) { WAVETRAIN_AMP_CHANNEL_SWITCH(outer_blocked, g, outer_any) }
+#endif
+#undef WAVETRAIN_AMP_CHANNEL_SWITCH
+
+struct KernelSet {
+  void (*rows)(const Rows&) = rows_baseline;
+  void (*outer)(const Outer&) = outer_baseline;
+};
+
+KernelSet best_kernels() {
+  KernelSet k;
+#if WAVETRAIN_AMP_AVX2
+  if (kernels::cpu_has_avx2_fma()) {
+    k.rows = rows_avx2;
+    k.outer = outer_avx2;
+  }
+#endif
+  return k;
+}
+
+std::atomic<bool> force_baseline{false};
+
+KernelSet kernels_now() { return force_baseline.load() ? KernelSet{} : best_kernels(); }
+
+// ---- The model in kernel layouts ------------------------------------------------------------------
+
+// A weight [out][in][k] (PyTorch's Conv1d) in the kernels' layouts: [k][in][out] for the forward
+// pass and [k][out][in] for the backward pass's data gradient.
+at::Tensor forward_layout(const at::Tensor& w) { return w.detach().permute({2, 1, 0}).contiguous(); }
+at::Tensor backward_layout(const at::Tensor& w) { return w.detach().permute({2, 0, 1}).contiguous(); }
+
+struct NetLayer {
+  int64_t dilation;
+  at::Tensor conv, conv_t, bias, mixer, one, one_t, one_bias;
+};
+
+struct NetArray {
+  int64_t cin, C, H, K;
+  std::vector<int64_t> len;  // len[j]: the length of layer j's input z_j; len.back() = out_len
+  at::Tensor rechannel, rechannel_t, head, head_t, head_bias;  // head_bias undefined when none
+  std::vector<NetLayer> layers;
+  int64_t in_len() const { return len.front(); }
+  int64_t out_len() const { return len.back(); }
+};
+
+// The parameter list is in the .nam order (WaveNetImpl::ordered_parameters).
+std::vector<NetArray> make_net(const WaveNetConfig& config, at::TensorList params, int64_t input_length) {
+  std::vector<NetArray> net;
+  size_t at = 0;
+  int64_t length = input_length;
+  for (const LayerArrayConfig& c : config.layers) {
+    NetArray a;
+    a.cin = c.input_size;
+    a.C = c.channels;
+    a.H = c.head_size;
+    a.K = c.kernel_size;
+    a.rechannel = forward_layout(params[at]);
+    a.rechannel_t = backward_layout(params[at++]);
+    a.len.push_back(length);
+    for (int64_t d : c.dilations) {
+      NetLayer l;
+      l.dilation = d;
+      l.conv = forward_layout(params[at]);
+      l.conv_t = backward_layout(params[at++]);
+      l.bias = params[at++].detach().contiguous();
+      l.mixer = params[at++].detach().contiguous();
+      l.one = forward_layout(params[at]);
+      l.one_t = backward_layout(params[at++]);
+      l.one_bias = params[at++].detach().contiguous();
+      a.layers.push_back(l);
+      length -= (c.kernel_size - 1) * d;
+      a.len.push_back(length);
+    }
+    a.head = forward_layout(params[at]);
+    a.head_t = backward_layout(params[at++]);
+    if (c.head_bias) a.head_bias = params[at++].detach().contiguous();
+    net.push_back(std::move(a));
+  }
+  return net;
+}
+
+const float* ptr(const at::Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
+
+// The activations the backward pass needs, per array: z[j] [B][len j][C] (z[0] is the rechannelled
+// input, z.back() the array's output), post[j] [B][len j+1][C] (the tanh outputs), head_sum
+// [B][out_len][C] and head [B][out_len][H].
+struct Activations {
+  std::vector<std::vector<at::Tensor>> z, post;
+  std::vector<at::Tensor> head_sum, head;
+};
+
+Activations allocate(const std::vector<NetArray>& net, int64_t batch) {
+  Activations s;
+  const auto options = at::TensorOptions().dtype(at::kFloat);
+  for (const NetArray& a : net) {
+    std::vector<at::Tensor> z, post;
+    for (size_t j = 0; j < a.len.size(); ++j) z.push_back(at::empty({batch, a.len[j], a.C}, options));
+    for (size_t j = 1; j < a.len.size(); ++j) post.push_back(at::empty({batch, a.len[j], a.C}, options));
+    s.z.push_back(std::move(z));
+    s.post.push_back(std::move(post));
+    s.head_sum.push_back(at::empty({batch, a.out_len(), a.C}, options));
+    s.head.push_back(at::empty({batch, a.out_len(), a.H}, options));
+  }
+  return s;
+}
+
+// Row pointer of item b in a [B][T][C] tensor.
+float* item(const at::Tensor& t, int64_t b) { return t.data_ptr<float>() + b * t.size(1) * t.size(2); }
+
+void forward_item(const KernelSet& ks, const std::vector<NetArray>& net, const float* x, int64_t length, int64_t b, const Activations& s) {
+  const float* y = x;  // this array's input rows, [len 0][cin]
+  for (size_t i = 0; i < net.size(); ++i) {
+    const NetArray& a = net[i];
+    const int64_t C = a.C, out_len = a.out_len();
+    Rows re;
+    re.in = y;
+    re.cin = a.cin;
+    re.w = ptr(a.rechannel);
+    re.out = item(s.z[i][0], b);
+    re.n = a.in_len();
+    re.channels = C;
+    ks.rows(re);
+    // The head sum starts from the previous array's head output, aligned at the end.
+    float* head_sum = item(s.head_sum[i], b);
+    if (i == 0) {
+      std::fill(head_sum, head_sum + out_len * C, 0.0f);
+    } else {
+      const float* previous = item(s.head[i - 1], b) + (net[i - 1].out_len() - out_len) * C;
+      std::copy(previous, previous + out_len * C, head_sum);
+    }
+    for (size_t j = 0; j < a.layers.size(); ++j) {
+      const NetLayer& l = a.layers[j];
+      const int64_t T = a.len[j + 1], back = (a.K - 1) * l.dilation;
+      const float* z = item(s.z[i][j], b);
+      float* post = item(s.post[i][j], b);
+      Rows conv;  // post = tanh(bias + mixer x + sum_k Conv_k z[t + k d])
+      conv.in = z;
+      conv.cin = C;
+      conv.step = l.dilation;
+      conv.taps = a.K;
+      conv.w = ptr(l.conv);
+      conv.bias = ptr(l.bias);
+      conv.x = x + (length - T);
+      conv.mixer = ptr(l.mixer);
+      conv.tanh = true;
+      conv.out = post;
+      conv.n = T;
+      conv.channels = C;
+      ks.rows(conv);
+      Rows one;  // z_next = z[t + (K-1) d] + one_bias + One post
+      one.in = post;
+      one.cin = C;
+      one.w = ptr(l.one);
+      one.rows = z + back * C;
+      one.bias = ptr(l.one_bias);
+      one.out = item(s.z[i][j + 1], b);
+      one.n = T;
+      one.channels = C;
+      ks.rows(one);
+      const float* tail = post + (T - out_len) * C;
+      for (int64_t k = 0; k < out_len * C; ++k) head_sum[k] += tail[k];
+    }
+    Rows head;
+    head.in = head_sum;
+    head.cin = C;
+    head.w = ptr(a.head);
+    head.bias = ptr(a.head_bias);
+    head.out = item(s.head[i], b);
+    head.n = out_len;
+    head.channels = a.H;
+    ks.rows(head);
+    y = item(s.z[i].back(), b);
+  }
+}
+
+// Gradient accumulators of one thread, in the kernels' layout ([k][in][out] for weights), one
+// block per parameter in the .nam order.
+struct Grads {
+  std::vector<float> data;
+  std::vector<int64_t> offset;  // per parameter
+  float* at(size_t param) { return data.data() + offset[param]; }
+};
+
+// head_grad: dL/d(last array's head output) [B][out_len][H].
+void backward_item(const KernelSet& ks, const std::vector<NetArray>& net, const float* x, int64_t length, int64_t b, const Activations& s,
+                   const at::Tensor& head_grad, Grads& g) {
+  // Parameter indices per array, in the .nam order.
+  std::vector<size_t> first_param;
+  size_t p = 0;
+  for (const NetArray& a : net) {
+    first_param.push_back(p);
+    p += 2 + 5 * a.layers.size() + (a.head_bias.defined() ? 1 : 0);
+  }
+  int64_t max_len = 0, max_back = 0, max_c = 0;
+  for (const NetArray& a : net) {
+    max_len = std::max(max_len, a.in_len());
+    max_c = std::max({max_c, a.C, a.H, a.cin});
+    for (const NetLayer& l : a.layers) max_back = std::max(max_back, (a.K - 1) * l.dilation);
+  }
+  // dz of the current layer's output and input, dpre (da, with zero rows either side for the conv's
+  // transpose), the head sum's gradient, and the head gradient handed to the previous array.
+  std::vector<float> gz(static_cast<size_t>(max_len * max_c)), gz_in(gz.size()), head_sum_grad(gz.size());
+  std::vector<float> da_padded(static_cast<size_t>((max_len + 2 * max_back) * max_c));
+  std::vector<float> head_grad_here(item(head_grad, b), item(head_grad, b) + head_grad.size(1) * head_grad.size(2));
+  std::vector<float> head_grad_previous;
+  bool have_gz = false;  // the last array's output feeds nothing
+
+  for (size_t i = net.size(); i-- > 0;) {
+    const NetArray& a = net[i];
+    const int64_t C = a.C, H = a.H, out_len = a.out_len();
+    size_t param = first_param[i];
+    const size_t rechannel_param = param++;
+    // Head: head = head_sum Head + head_bias.
+    Rows hs;
+    hs.in = head_grad_here.data();
+    hs.cin = H;
+    hs.w = ptr(a.head_t);
+    hs.out = head_sum_grad.data();
+    hs.n = out_len;
+    hs.channels = C;
+    ks.rows(hs);
+    const size_t head_param = param + 5 * a.layers.size();
+    Outer dh;
+    dh.a = item(s.head_sum[i], b);
+    dh.sa = C;
+    dh.ca = C;
+    dh.b = head_grad_here.data();
+    dh.n = out_len;
+    dh.channels = H;
+    dh.dw = g.at(head_param);
+    dh.db = a.head_bias.defined() ? g.at(head_param + 1) : nullptr;
+    ks.outer(dh);
+    if (i > 0) {  // the head sum started from the previous array's head output (its last out_len rows)
+      const int64_t previous_len = net[i - 1].out_len();
+      head_grad_previous.assign(static_cast<size_t>(previous_len * C), 0.0f);
+      std::copy(head_sum_grad.begin(), head_sum_grad.begin() + out_len * C,
+                head_grad_previous.begin() + (previous_len - out_len) * C);
+    }
+    if (!have_gz) std::fill(gz.begin(), gz.begin() + out_len * C, 0.0f);
+    float* da = da_padded.data() + max_back * C;
+    for (size_t j = a.layers.size(); j-- > 0;) {
+      const NetLayer& l = a.layers[j];
+      const size_t lp = param + 5 * j;  // conv weight, conv bias, mixer, 1x1 weight, 1x1 bias
+      const int64_t T = a.len[j + 1], back = (a.K - 1) * l.dilation;
+      const float* post = item(s.post[i][j], b);
+      const float* z = item(s.z[i][j], b);
+      // da = (One gz + head_sum_grad on the last out_len steps) (1 - post^2)
+      Rows d;
+      d.in = gz.data();
+      d.cin = C;
+      d.w = ptr(l.one_t);
+      d.tanh_grad_of = post;
+      d.out = da;
+      d.n = T - out_len;
+      d.channels = C;
+      ks.rows(d);
+      d.in = gz.data() + (T - out_len) * C;
+      d.rows = head_sum_grad.data();
+      d.tanh_grad_of = post + (T - out_len) * C;
+      d.out = da + (T - out_len) * C;
+      d.n = out_len;
+      ks.rows(d);
+      // Weight gradients.
+      Outer w1;
+      w1.a = post;
+      w1.sa = C;
+      w1.ca = C;
+      w1.b = gz.data();
+      w1.n = T;
+      w1.channels = C;
+      w1.dw = g.at(lp + 3);
+      w1.db = g.at(lp + 4);
+      ks.outer(w1);
+      for (int64_t k = 0; k < a.K; ++k) {
+        Outer wc;
+        wc.a = z + k * l.dilation * C;
+        wc.sa = C;
+        wc.ca = C;
+        wc.b = da;
+        wc.n = T;
+        wc.channels = C;
+        wc.dw = g.at(lp) + k * C * C;
+        wc.db = k == 0 ? g.at(lp + 1) : nullptr;
+        ks.outer(wc);
+      }
+      Outer wm;
+      wm.a = x + (length - T);
+      wm.sa = 1;
+      wm.ca = 1;
+      wm.b = da;
+      wm.n = T;
+      wm.channels = C;
+      wm.dw = g.at(lp + 2);
+      ks.outer(wm);
+      // dz_in[s] = gz[s - back] + sum_k Conv_k da[s - k d], s in [0, T + back); da is zero outside [0, T).
+      std::fill(da - back * C, da, 0.0f);
+      std::fill(da + T * C, da + (T + back) * C, 0.0f);
+      Rows dz;
+      dz.in = da;
+      dz.cin = C;
+      dz.step = -l.dilation;
+      dz.taps = a.K;
+      dz.w = ptr(l.conv_t);
+      dz.out = gz_in.data();
+      dz.n = back;
+      dz.channels = C;
+      ks.rows(dz);
+      dz.in = da + back * C;
+      dz.rows = gz.data();
+      dz.out = gz_in.data() + back * C;
+      dz.n = T;
+      ks.rows(dz);
+      std::swap(gz, gz_in);
+    }
+    // gz is now dL/dz_0 [len 0][C]; z_0 = input Rechannel.
+    const float* input = i == 0 ? x : item(s.z[i - 1].back(), b);
+    Outer wr;
+    wr.a = input;
+    wr.sa = a.cin;
+    wr.ca = a.cin;
+    wr.b = gz.data();
+    wr.n = a.in_len();
+    wr.channels = C;
+    wr.dw = g.at(rechannel_param);
+    ks.outer(wr);
+    if (i > 0) {  // the previous array's output gets dL/dinput = gz Rechannel^T
+      Rows gi;
+      gi.in = gz.data();
+      gi.cin = C;
+      gi.w = ptr(a.rechannel_t);
+      gi.out = gz_in.data();
+      gi.n = a.in_len();
+      gi.channels = a.cin;
+      ks.rows(gi);
+      std::swap(gz, gz_in);
+      have_gz = true;
+      head_grad_here = head_grad_previous;
+    }
+  }
+}
+
+// ---- The autograd function ------------------------------------------------------------------------
+
+struct WaveNetFunction : public torch::autograd::Function<WaveNetFunction> {
+  // Saved: x, the parameters, then every activation (Activations, flattened in order).
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const WaveNetConfig* config,
+                            at::TensorList params) {
+    const at::Tensor input = x.detach().contiguous();
+    const int64_t batch = input.size(0), length = input.size(2);
+    const std::vector<NetArray> net = make_net(*config, params, length);
+    const Activations s = allocate(net, batch);
+    const KernelSet ks = kernels_now();
+    at::parallel_for(0, batch, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) forward_item(ks, net, input.data_ptr<float>() + b * length, length, b, s);
+    });
+    // [B][out_len][H] -> [B][H][out_len], times head_scale.
+    const at::Tensor out = (s.head.back() * static_cast<float>(config->head_scale)).permute({0, 2, 1}).contiguous();
+    // (apply() runs forward with grad mode off; without a graph the context is dropped at once.)
+    std::vector<at::Tensor> saved = {input};
+    saved.insert(saved.end(), params.begin(), params.end());
+    for (size_t i = 0; i < net.size(); ++i) {
+      saved.insert(saved.end(), s.z[i].begin(), s.z[i].end());
+      saved.insert(saved.end(), s.post[i].begin(), s.post[i].end());
+      saved.push_back(s.head_sum[i]);
+      saved.push_back(s.head[i]);
+    }
+    ctx->save_for_backward(saved);
+    ctx->saved_data["config"] = wavenet_config_to_json(*config).dump();
+    ctx->saved_data["params"] = static_cast<int64_t>(params.size());
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
+    const std::vector<at::Tensor> saved = ctx->get_saved_variables();
+    const WaveNetConfig config = wavenet_config_from_json(nlohmann::json::parse(ctx->saved_data["config"].toStringRef()));
+    const auto count = static_cast<size_t>(ctx->saved_data["params"].toInt());
+    const at::Tensor& input = saved[0];
+    const std::vector<at::Tensor> params(saved.begin() + 1, saved.begin() + 1 + static_cast<std::ptrdiff_t>(count));
+    const int64_t batch = input.size(0), length = input.size(2);
+    const std::vector<NetArray> net = make_net(config, params, length);
+    Activations s;
+    size_t at = 1 + count;
+    for (const NetArray& a : net) {
+      s.z.emplace_back(saved.begin() + static_cast<std::ptrdiff_t>(at), saved.begin() + static_cast<std::ptrdiff_t>(at + a.len.size()));
+      at += a.len.size();
+      s.post.emplace_back(saved.begin() + static_cast<std::ptrdiff_t>(at),
+                          saved.begin() + static_cast<std::ptrdiff_t>(at + a.layers.size()));
+      at += a.layers.size();
+      s.head_sum.push_back(saved[at++]);
+      s.head.push_back(saved[at++]);
+    }
+    // dL/d head = head_scale dL/d out, as [B][out_len][H].
+    const at::Tensor head_grad =
+        (grads[0].to(at::kFloat) * static_cast<float>(config.head_scale)).permute({0, 2, 1}).contiguous();
+
+    Grads layout;
+    for (const at::Tensor& t : params) {
+      layout.offset.push_back(static_cast<int64_t>(layout.data.size()));
+      layout.data.resize(layout.data.size() + static_cast<size_t>(t.numel()));
+    }
+    const KernelSet ks = kernels_now();
+    const int threads = at::get_num_threads();
+    std::vector<Grads> per_thread(static_cast<size_t>(threads), layout);
+    at::parallel_for(0, batch, 1, [&](int64_t b0, int64_t b1) {
+      Grads& g = per_thread[static_cast<size_t>(at::get_thread_num())];
+      for (int64_t b = b0; b < b1; ++b)
+        backward_item(ks, net, input.data_ptr<float>() + b * length, length, b, s, head_grad, g);
+    });
+    for (size_t t = 1; t < per_thread.size(); ++t)
+      for (size_t k = 0; k < layout.data.size(); ++k) per_thread[0].data[k] += per_thread[t].data[k];
+
+    torch::autograd::variable_list out = {at::Tensor(), at::Tensor()};  // none for x and the config
+    const at::Tensor flat = at::from_blob(per_thread[0].data.data(), {static_cast<int64_t>(layout.data.size())}, at::kFloat);
+    for (size_t k = 0; k < params.size(); ++k) {
+      const at::Tensor& p = params[k];
+      at::Tensor block = flat.narrow(0, layout.offset[k], p.numel());
+      if (p.dim() == 3)  // weights: [k][in][out] -> [out][in][k]
+        block = block.view({p.size(2), p.size(1), p.size(0)}).permute({2, 1, 0});
+      out.push_back(block.contiguous().view(p.sizes()).clone());
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+bool wavenet_cpu_supported(const WaveNetImpl& model, const at::Tensor& x) {
+  if (!x.device().is_cpu() || x.scalar_type() != at::kFloat || x.requires_grad()) return false;
+  if (compat::autocast_enabled(c10::DeviceType::CPU)) return false;
+  for (const LayerArrayConfig& a : model.config().layers)
+    if (a.gated || a.activation != "Tanh" || a.condition_size != 1) return false;
+  if (model.config().layers.front().input_size != 1) return false;
+  for (const at::Tensor& p : model.ordered_parameters())
+    if (!p.device().is_cpu() || p.scalar_type() != at::kFloat) return false;
+  return true;
+}
+
+void wavenet_cpu_use_baseline_isa(bool on) { force_baseline = on; }
+
+at::Tensor wavenet_cpu_forward(const WaveNetImpl& model, const at::Tensor& x) {
+  const std::vector<at::Tensor> params = model.ordered_parameters();
+  return WaveNetFunction::apply(x, &model.config(), at::TensorList(params));
+}
+
+}  // namespace wavetrain::experiments::amp

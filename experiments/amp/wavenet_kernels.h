@@ -1,0 +1,54 @@
+// Internal to experiments/amp/: what the WaveNet's hand-written CPU loops share (the streaming
+// kernels in wavenet_stream.cpp and the training kernels in wavenet_cpu.cpp): fixed-width float
+// vectors, unaligned loads and stores, and a branch-free tanh.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "losses/vector_math.h"
+
+namespace wavetrain::experiments::amp::kernels {
+
+// GCC/Clang vector extensions: the compiler maps them to AVX (8 wide) or SSE (4 wide, or two of
+// them for 8) in each compiled variant. Loads and stores go through memcpy: unaligned, no aliasing
+// questions, and compiled to one vector move. They are always inlined, so GCC's -Wpsabi note about
+// returning 32-byte vectors without AVX does not apply (the files using them silence it).
+typedef float Vec8 __attribute__((vector_size(32)));
+typedef float Vec4 __attribute__((vector_size(16)));
+
+template <typename Vec>
+__attribute__((always_inline)) inline Vec load(const float* p) {
+  Vec v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <typename Vec>
+__attribute__((always_inline)) inline void store(float* p, const Vec& v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// (1 - e) / (1 + e), e = exp(-2|x|): branch-free, so loops over it vectorise (with
+// -fno-trapping-math). Within 2 float ulps of tanh.
+inline float fast_tanh(float x) {
+  const float a = x < 0 ? -x : x;
+  const float e = losses::detail::exp_nonpositive(-2.0f * a);
+  const float t = (1.0f - e) / (1.0f + e);
+  return x < 0 ? -t : t;
+}
+
+// x86-64 builds compile the kernels twice, for the baseline ISA and for AVX2 + FMA, and pick by
+// what the CPU supports. (Not target_clones("arch=haswell"): GCC dispatches `arch=` clones on the
+// CPU model, so a newer Xeon than Haswell would get the baseline.)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define WAVETRAIN_AMP_AVX2 1
+inline bool cpu_has_avx2_fma() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#else
+#define WAVETRAIN_AMP_AVX2 0
+inline bool cpu_has_avx2_fma() { return false; }
+#endif
+
+}  // namespace wavetrain::experiments::amp::kernels
