@@ -171,6 +171,10 @@ TEST(AmpModels, CpuKernelsMatchLibTorchForwardAndGradients) {
     const double scale = y_ref.abs().max().item<double>();
     const auto [y_lt, g_lt] = run(false, at::kFloat);     // LibTorch in float32: its rounding error
     const auto [y, g] = run(true, at::kFloat);
+    {  // inference (no gradient): the same kernels with buffers reused across layers
+      torch::NoGradGuard no_grad;
+      EXPECT_TRUE(at::equal(m.wavenet->forward(x).to(at::kDouble), y)) << preset;
+    }
     wavenet_cpu_use_baseline_isa(true);
     const auto [y_base, g_base] = run(true, at::kFloat);  // the baseline-ISA variant of the kernels
     wavenet_cpu_use_baseline_isa(false);

@@ -2,6 +2,7 @@
 #include "experiments/amp/amp_model.h"
 #include "experiments/amp/wavenet_stream.h"
 
+#include <ATen/Parallel.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include <chrono>
@@ -120,12 +121,24 @@ at::Tensor process(AmpModel& m, const at::Tensor& audio, const ProcessOptions& o
   if (o.mode == "exact") {
     const at::Tensor padded = at::cat({at::zeros({rf - 1}), x});
     LstmImpl::State state;
+    if (m.wavenet) {
+      // Chunks are independent given their context: full ones go through in batches of one per
+      // thread (the CPU kernels run a batch's items in parallel), then the short last one.
+      const int64_t full = n / o.chunk, per_batch = std::max(1, at::get_num_threads());
+      for (int64_t c = 0; c < full; c += per_batch) {
+        const int64_t count = std::min(per_batch, full - c);
+        const at::Tensor windows = padded.narrow(0, c * o.chunk, (count - 1) * o.chunk + o.chunk + rf - 1)
+                                       .unfold(0, o.chunk + rf - 1, o.chunk)  // [count][chunk + rf - 1]
+                                       .unsqueeze(1);
+        out.narrow(0, c * o.chunk, count * o.chunk).copy_(m.wavenet->forward(windows.contiguous()).view({-1}));
+      }
+      if (const int64_t s = full * o.chunk; s < n)
+        out.narrow(0, s, n - s).copy_(m.wavenet->forward(padded.narrow(0, s, n - s + rf - 1).view({1, 1, -1})).view({-1}));
+      return out;
+    }
     for (int64_t s = 0; s < n; s += o.chunk) {
       const int64_t len = std::min(o.chunk, n - s);
-      if (m.wavenet)
-        out.narrow(0, s, len).copy_(m.wavenet->forward(padded.narrow(0, s, len + rf - 1).view({1, 1, -1})).view({-1}));
-      else
-        out.narrow(0, s, len).copy_(m.lstm->forward(x.narrow(0, s, len).view({1, 1, -1}), state).view({-1}));
+      out.narrow(0, s, len).copy_(m.lstm->forward(x.narrow(0, s, len).view({1, 1, -1}), state).view({-1}));
     }
     return out;
   }

@@ -291,13 +291,23 @@ struct Activations {
   std::vector<at::Tensor> head_sum, head;
 };
 
-Activations allocate(const std::vector<NetArray>& net, int64_t batch) {
+// keep_all false (inference): each array's z[j] alternate between two buffers and all post[j]
+// share one, so memory stays a few rows per sample instead of two per layer.
+Activations allocate(const std::vector<NetArray>& net, int64_t batch, bool keep_all) {
   Activations s;
   const auto options = at::TensorOptions().dtype(at::kFloat);
   for (const NetArray& a : net) {
     std::vector<at::Tensor> z, post;
-    for (size_t j = 0; j < a.len.size(); ++j) z.push_back(at::empty({batch, a.len[j], a.C}, options));
-    for (size_t j = 1; j < a.len.size(); ++j) post.push_back(at::empty({batch, a.len[j], a.C}, options));
+    at::Tensor even, odd, shared_post;
+    if (!keep_all) {
+      even = at::empty({batch, a.in_len(), a.C}, options);
+      odd = at::empty_like(even);
+      shared_post = at::empty({batch, a.len[1], a.C}, options);
+    }
+    for (size_t j = 0; j < a.len.size(); ++j)
+      z.push_back(keep_all ? at::empty({batch, a.len[j], a.C}, options) : (j % 2 ? odd : even).narrow(1, 0, a.len[j]));
+    for (size_t j = 1; j < a.len.size(); ++j)
+      post.push_back(keep_all ? at::empty({batch, a.len[j], a.C}, options) : shared_post.narrow(1, 0, a.len[j]));
     s.z.push_back(std::move(z));
     s.post.push_back(std::move(post));
     s.head_sum.push_back(at::empty({batch, a.out_len(), a.C}, options));
@@ -306,8 +316,8 @@ Activations allocate(const std::vector<NetArray>& net, int64_t batch) {
   return s;
 }
 
-// Row pointer of item b in a [B][T][C] tensor.
-float* item(const at::Tensor& t, int64_t b) { return t.data_ptr<float>() + b * t.size(1) * t.size(2); }
+// Row pointer of item b in a [B][T][C] tensor (rows contiguous; a view's items may be further apart).
+float* item(const at::Tensor& t, int64_t b) { return t.data_ptr<float>() + b * t.stride(0); }
 
 void forward_item(const KernelSet& ks, const std::vector<NetArray>& net, const float* x, int64_t length, int64_t b, const Activations& s) {
   const float* y = x;  // this array's input rows, [len 0][cin]
@@ -543,20 +553,25 @@ void backward_item(const KernelSet& ks, const std::vector<NetArray>& net, const 
 
 // ---- The autograd function ------------------------------------------------------------------------
 
+// Items across threads; returns head_scale x the last head, [B][H][out_len].
+at::Tensor run_forward(const std::vector<NetArray>& net, const WaveNetConfig& config, const at::Tensor& input,
+                       const Activations& s) {
+  const int64_t batch = input.size(0), length = input.size(2);
+  const KernelSet ks = kernels_now();
+  at::parallel_for(0, batch, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) forward_item(ks, net, input.data_ptr<float>() + b * length, length, b, s);
+  });
+  return (s.head.back() * static_cast<float>(config.head_scale)).permute({0, 2, 1}).contiguous();
+}
+
 struct WaveNetFunction : public torch::autograd::Function<WaveNetFunction> {
   // Saved: x, the parameters, then every activation (Activations, flattened in order).
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const WaveNetConfig* config,
                             at::TensorList params) {
     const at::Tensor input = x.detach().contiguous();
-    const int64_t batch = input.size(0), length = input.size(2);
-    const std::vector<NetArray> net = make_net(*config, params, length);
-    const Activations s = allocate(net, batch);
-    const KernelSet ks = kernels_now();
-    at::parallel_for(0, batch, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) forward_item(ks, net, input.data_ptr<float>() + b * length, length, b, s);
-    });
-    // [B][out_len][H] -> [B][H][out_len], times head_scale.
-    const at::Tensor out = (s.head.back() * static_cast<float>(config->head_scale)).permute({0, 2, 1}).contiguous();
+    const std::vector<NetArray> net = make_net(*config, params, input.size(2));
+    const Activations s = allocate(net, input.size(0), /*keep_all=*/true);
+    const at::Tensor out = run_forward(net, *config, input, s);
     // (apply() runs forward with grad mode off; without a graph the context is dropped at once.)
     std::vector<at::Tensor> saved = {input};
     saved.insert(saved.end(), params.begin(), params.end());
@@ -641,7 +656,13 @@ void wavenet_cpu_use_baseline_isa(bool on) { force_baseline = on; }
 
 at::Tensor wavenet_cpu_forward(const WaveNetImpl& model, const at::Tensor& x) {
   const std::vector<at::Tensor> params = model.ordered_parameters();
-  return WaveNetFunction::apply(x, &model.config(), at::TensorList(params));
+  bool differentiable = false;
+  if (at::GradMode::is_enabled())
+    for (const at::Tensor& p : params) differentiable = differentiable || p.requires_grad();
+  if (differentiable) return WaveNetFunction::apply(x, &model.config(), at::TensorList(params));
+  const at::Tensor input = x.detach().contiguous();  // inference: nothing kept for a backward pass
+  const std::vector<NetArray> net = make_net(model.config(), params, input.size(2));
+  return run_forward(net, model.config(), input, allocate(net, input.size(0), /*keep_all=*/false));
 }
 
 }  // namespace wavetrain::experiments::amp
