@@ -3,7 +3,9 @@
 // offline chunks and 64-sample buffers, as real-time factors. bench/amp.sh runs it next to the same
 // step written in Python PyTorch (bench/amp_step_baseline.py) and prints the ratio.
 //
-// usage: wavetrain_bench_amp THREADS [REPEATS]   prints "step_ms offline_rtf stream64_rtf"
+// usage: wavetrain_bench_amp THREADS [REPEATS]
+// prints "step_ms libtorch_step_ms offline_rtf stream64_rtf": the step through the hand-written CPU
+// kernels (wavenet_cpu.h), the same step through LibTorch's conv1d, and the inference speeds.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/optim/adam.h>
@@ -30,19 +32,27 @@ int main(int argc, char** argv) {
   const losses::CombinedLoss loss({{"mse", 1.0}, {"mrstft", 2e-4}, {"pre_emphasis", 0.85}});
   const int64_t rf = m.receptive_field();
   const at::Tensor x = at::randn({16, 1, 8192 + rf - 1}) * 0.3, y = at::tanh(at::randn({16, 1, 8192}));
-  std::vector<double> ms;
-  for (int i = 0; i < repeats + 2; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    adam.zero_grad();
-    loss(m.wavenet->forward(x), y).backward();
-    adam.step();
-    const auto t1 = std::chrono::steady_clock::now();
-    if (i >= 2) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-  }
-  std::sort(ms.begin(), ms.end());
+  auto median_step_ms = [&] {
+    std::vector<double> ms;
+    for (int i = 0; i < repeats + 2; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      adam.zero_grad();
+      loss(m.wavenet->forward(x), y).backward();
+      adam.step();
+      const auto t1 = std::chrono::steady_clock::now();
+      if (i >= 2) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  };
+  const double step_ms = median_step_ms();  // the hand-written CPU forward and backward
+  m.wavenet->set_cpu_kernels(false);
+  const double libtorch_step_ms = median_step_ms();  // the same model through LibTorch's conv1d
+  m.wavenet->set_cpu_kernels(true);
 
-  // Inference: 10 s at 48 kHz in 65536-sample chunks (tensor ops, `threads` threads), and in
-  // 64-sample buffers as a plugin calls it (stream mode: per-layer state, plain loops, one thread).
+  // Inference: 10 s at 48 kHz in 65536-sample chunks (exact mode: the CPU kernels, chunks across
+  // `threads` threads), and in 64-sample buffers as a plugin calls it (stream mode: per-layer
+  // state, one thread).
   const at::Tensor audio = at::randn({480000}) * 0.3;
   experiments::amp::ProcessOptions offline;
   auto t0 = std::chrono::steady_clock::now();
@@ -54,6 +64,6 @@ int main(int argc, char** argv) {
   t0 = std::chrono::steady_clock::now();
   experiments::amp::process(m, audio, stream);
   const double stream_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("%.1f %.1f %.1f\n", ms[ms.size() / 2], 10.0 / offline_s, 10.0 / stream_s);
+  std::printf("%.1f %.1f %.1f %.1f\n", step_ms, libtorch_step_ms, 10.0 / offline_s, 10.0 / stream_s);
   return 0;
 }

@@ -1,0 +1,178 @@
+// The WaveNet training path's CPU kernels (wavenet_cpu_kernels.h).
+#include "experiments/amp/wavenet_cpu_kernels.h"
+
+#include <algorithm>
+#include <atomic>
+
+// Vectors pass between always-inlined helpers only: the ABI note about 32-byte vectors without AVX
+// does not apply (wavenet_kernels.h).
+#pragma GCC diagnostic ignored "-Wpsabi"
+#include "experiments/amp/wavenet_kernels.h"
+
+namespace wavetrain::experiments::amp::kernels {
+namespace {
+
+// T time steps x C = W x V channels at once: T x V accumulators in vector registers, and every
+// weight vector loaded is used T times.
+template <typename Vec, int W, int V, int T>
+__attribute__((always_inline)) inline void rows_tile(const Rows& r, int64_t t0) {
+  constexpr int C = W * V;
+  Vec acc[T][V];
+  for (int i = 0; i < T; ++i)
+    for (int v = 0; v < V; ++v) {
+      Vec s = Vec{};
+      if (r.rows) s += load<Vec>(r.rows + (t0 + i) * C + v * W);
+      if (r.bias) s += load<Vec>(r.bias + v * W);
+      if (r.x) s += load<Vec>(r.mixer + v * W) * r.x[t0 + i];
+      acc[i][v] = s;
+    }
+  for (int64_t k = 0; k < r.taps; ++k) {
+    const float* in[T];
+    for (int i = 0; i < T; ++i) in[i] = r.in + (t0 + i + k * r.step) * r.cin;
+    const float* w = r.w + k * r.cin * C;
+    for (int64_t c = 0; c < r.cin; ++c) {
+      Vec wr[V];
+      for (int v = 0; v < V; ++v) wr[v] = load<Vec>(w + c * C + v * W);
+      for (int i = 0; i < T; ++i) {
+        const float s = in[i][c];
+        for (int v = 0; v < V; ++v) acc[i][v] += wr[v] * s;
+      }
+    }
+  }
+  if (r.tanh_grad_of)
+    for (int i = 0; i < T; ++i)
+      for (int v = 0; v < V; ++v) {
+        const Vec y = load<Vec>(r.tanh_grad_of + (t0 + i) * C + v * W);
+        acc[i][v] *= 1.0f - y * y;
+      }
+  float* out = r.out + t0 * C;
+  for (int i = 0; i < T; ++i)
+    for (int v = 0; v < V; ++v) store(out + i * C + v * W, acc[i][v]);
+  if (r.tanh)
+    for (int j = 0; j < T * C; ++j) out[j] = fast_tanh(out[j]);
+}
+
+template <typename Vec, int W, int V>
+__attribute__((always_inline)) inline void rows_blocked(const Rows& r) {
+  constexpr int T = V >= 8 ? 1 : 8 / V;
+  int64_t t = 0;
+  for (; t + T <= r.n; t += T) rows_tile<Vec, W, V, T>(r, t);
+  for (; t < r.n; ++t) rows_tile<Vec, W, V, 1>(r, t);
+}
+
+// Any channel count (1, 2, 6, ...): one step at a time.
+__attribute__((always_inline)) inline void rows_any(const Rows& r) {
+  const int64_t C = r.channels;
+  for (int64_t t = 0; t < r.n; ++t) {
+    float* out = r.out + t * C;
+    for (int64_t o = 0; o < C; ++o)
+      out[o] = (r.rows ? r.rows[t * C + o] : 0.0f) + (r.bias ? r.bias[o] : 0.0f) + (r.x ? r.mixer[o] * r.x[t] : 0.0f);
+    for (int64_t k = 0; k < r.taps; ++k) {
+      const float* in = r.in + (t + k * r.step) * r.cin;
+      const float* w = r.w + k * r.cin * C;
+      for (int64_t c = 0; c < r.cin; ++c)
+        for (int64_t o = 0; o < C; ++o) out[o] += w[c * C + o] * in[c];
+    }
+    for (int64_t o = 0; o < C; ++o) {
+      if (r.tanh_grad_of) out[o] *= 1.0f - r.tanh_grad_of[t * C + o] * r.tanh_grad_of[t * C + o];
+      if (r.tanh) out[o] = fast_tanh(out[o]);
+    }
+  }
+}
+
+
+// R rows of dw (R x V accumulators) over times [t0, t1).
+template <typename Vec, int W, int V, int R>
+__attribute__((always_inline)) inline void outer_rows(const Outer& g, int64_t c0, int64_t t0, int64_t t1) {
+  constexpr int C = W * V;
+  Vec acc[R][V];
+  for (int j = 0; j < R; ++j)
+    for (int v = 0; v < V; ++v) acc[j][v] = load<Vec>(g.dw + (c0 + j) * C + v * W);
+  for (int64_t t = t0; t < t1; ++t) {
+    Vec bv[V];
+    for (int v = 0; v < V; ++v) bv[v] = load<Vec>(g.b + t * C + v * W);
+    const float* at = g.a + t * g.sa + c0;
+    for (int j = 0; j < R; ++j) {
+      const float s = at[j];
+      for (int v = 0; v < V; ++v) acc[j][v] += bv[v] * s;
+    }
+  }
+  for (int j = 0; j < R; ++j)
+    for (int v = 0; v < V; ++v) store(g.dw + (c0 + j) * C + v * W, acc[j][v]);
+}
+
+template <typename Vec, int W, int V>
+__attribute__((always_inline)) inline void outer_blocked(const Outer& g) {
+  constexpr int C = W * V;
+  constexpr int R = V >= 8 ? 1 : 8 / V;
+  constexpr int64_t kSpan = 256;  // time steps per pass: a and b stay in L1 across the row blocks
+  for (int64_t t0 = 0; t0 < g.n; t0 += kSpan) {
+    const int64_t t1 = std::min(g.n, t0 + kSpan);
+    int64_t c = 0;
+    for (; c + R <= g.ca; c += R) outer_rows<Vec, W, V, R>(g, c, t0, t1);
+    for (; c < g.ca; ++c) outer_rows<Vec, W, V, 1>(g, c, t0, t1);
+  }
+  if (g.db) {
+    Vec s[V];
+    for (int v = 0; v < V; ++v) s[v] = load<Vec>(g.db + v * W);
+    for (int64_t t = 0; t < g.n; ++t)
+      for (int v = 0; v < V; ++v) s[v] += load<Vec>(g.b + t * C + v * W);
+    for (int v = 0; v < V; ++v) store(g.db + v * W, s[v]);
+  }
+}
+
+__attribute__((always_inline)) inline void outer_any(const Outer& g) {
+  const int64_t C = g.channels;
+  for (int64_t t = 0; t < g.n; ++t) {
+    const float* b = g.b + t * C;
+    for (int64_t c = 0; c < g.ca; ++c) {
+      const float s = g.a[t * g.sa + c];
+      for (int64_t o = 0; o < C; ++o) g.dw[c * C + o] += s * b[o];
+    }
+    if (g.db)
+      for (int64_t o = 0; o < C; ++o) g.db[o] += b[o];
+  }
+}
+
+// The channel counts with vector kernels: NAM's presets use 16, 12, 8, 4 (and 6, 2 through the
+// plain loops).
+#define WAVETRAIN_AMP_CHANNEL_SWITCH(KERNEL, ARG, ANY)      \
+  switch (ARG.channels) {                                   \
+    case 4: return KERNEL<Vec4, 4, 1>(ARG);                 \
+    case 8: return KERNEL<Vec8, 8, 1>(ARG);                 \
+    case 12: return KERNEL<Vec4, 4, 3>(ARG);                \
+    case 16: return KERNEL<Vec8, 8, 2>(ARG);                \
+    case 24: return KERNEL<Vec8, 8, 3>(ARG);                \
+    case 32: return KERNEL<Vec8, 8, 4>(ARG);                \
+    default: return ANY(ARG);                               \
+  }
+
+void rows_baseline(const Rows& r) { WAVETRAIN_AMP_CHANNEL_SWITCH(rows_blocked, r, rows_any) }
+void outer_baseline(const Outer& g) { WAVETRAIN_AMP_CHANNEL_SWITCH(outer_blocked, g, outer_any) }
+#if WAVETRAIN_AMP_AVX2
+__attribute__((target("avx2,fma"))) void rows_avx2(const Rows& r) { WAVETRAIN_AMP_CHANNEL_SWITCH(rows_blocked, r, rows_any) }
+__attribute__((target("avx2,fma"))) void outer_avx2(const Outer& g) { WAVETRAIN_AMP_CHANNEL_SWITCH(outer_blocked, g, outer_any) }
+#endif
+#undef WAVETRAIN_AMP_CHANNEL_SWITCH
+
+
+KernelSet best_kernels() {
+  KernelSet k{rows_baseline, outer_baseline};
+#if WAVETRAIN_AMP_AVX2
+  if (kernels::cpu_has_avx2_fma()) {
+    k.rows = rows_avx2;
+    k.outer = outer_avx2;
+  }
+#endif
+  return k;
+}
+
+std::atomic<bool> force_baseline{false};
+
+}  // namespace
+
+KernelSet kernels_now() { return force_baseline.load() ? KernelSet{rows_baseline, outer_baseline} : best_kernels(); }
+
+void use_baseline_isa(bool on) { force_baseline = on; }
+
+}  // namespace wavetrain::experiments::amp::kernels
