@@ -7,9 +7,8 @@
 
 // Vectors pass between always-inlined helpers only: the ABI note about 32-byte vectors without AVX
 // does not apply (wavenet_kernels.h).
-#pragma GCC diagnostic ignored "-Wpsabi"
+#pragma GCC diagnostic ignored "-Wpsabi"  // GCC and clang
 #include "experiments/amp/wavenet_kernels.h"
-
 
 namespace wavetrain::experiments::amp {
 
