@@ -144,67 +144,90 @@ TEST(AmpModels, ChunkedProcessingEqualsOnePass) {
   }
 }
 
-// The hand-written CPU forward and backward (wavenet_cpu.h) against LibTorch's conv1d path, for
-// every preset (channel counts 16/8, 12/6, 8/4, 4/2: vector kernels and plain loops), with a loss
-// that weights every output sample differently.
-TEST(AmpModels, CpuKernelsMatchLibTorchForwardAndGradients) {
-  for (const std::string& preset : wavenet_preset_names()) {
-    AmpModel m = make_amp_model("wavenet", preset);
-    randomize(m, 5);
-    at::manual_seed(6);
-    const at::Tensor x = at::randn({3, 1, m.receptive_field() + 700}) * 0.5;
-    const at::Tensor weights = at::randn({3, 1, 701});
-    auto run = [&](bool kernels, at::ScalarType dtype) {
-      m.module().to(dtype);
-      m.wavenet->set_cpu_kernels(kernels);
-      m.module().zero_grad();
-      const at::Tensor y = m.wavenet->forward(x.to(dtype));
-      (y * weights.to(dtype)).sum().backward();
-      std::vector<at::Tensor> grads;
-      // (The last layer's 1x1 output feeds nothing, so LibTorch leaves its gradient undefined.)
-      for (const at::Tensor& p : m.wavenet->ordered_parameters())
-        grads.push_back(p.grad().defined() ? p.grad().to(at::kDouble).clone() : at::zeros_like(p, at::kDouble));
-      m.module().to(at::kFloat);
-      return std::make_pair(y.detach().to(at::kDouble), grads);
-    };
-    const auto [y_ref, g_ref] = run(false, at::kDouble);  // LibTorch in float64: the reference
-    const double scale = y_ref.abs().max().item<double>();
-    const auto [y_lt, g_lt] = run(false, at::kFloat);     // LibTorch in float32: its rounding error
-    const auto [y, g] = run(true, at::kFloat);
-    {  // inference (no gradient): the same kernels with buffers reused across layers
-      torch::NoGradGuard no_grad;
-      EXPECT_TRUE(at::equal(m.wavenet->forward(x).to(at::kDouble), y)) << preset;
-    }
-    wavenet_cpu_use_baseline_isa(true);
-    const auto [y_base, g_base] = run(true, at::kFloat);  // the baseline-ISA variant of the kernels
-    wavenet_cpu_use_baseline_isa(false);
-    m.wavenet->set_cpu_kernels(true);
-    EXPECT_LE((y_base - y_ref).abs().max().item<double>(), 5e-6 * scale) << preset << " baseline ISA";
-    for (size_t k = 0; k < g_base.size(); ++k)
-      EXPECT_LE((g_base[k] - g_ref[k]).norm().item<double>(), 5e-5 * g_ref[k].norm().item<double>()) << preset << " baseline ISA " << k;
-    ASSERT_EQ(y.sizes(), y_ref.sizes());
-    EXPECT_GT(scale, 1e-3);
-    const double e_lt = (y_lt - y_ref).abs().max().item<double>() / scale, e = (y - y_ref).abs().max().item<double>() / scale;
-    std::printf("%s: output max error / max |y|: kernels %.2e, LibTorch float32 %.2e\n", preset.c_str(), e, e_lt);
-    EXPECT_LE(e, 5e-6) << preset;
-    ASSERT_EQ(g.size(), g_ref.size());
-    int zero = 0;
-    double worst = 0, worst_lt = 0;
-    for (size_t k = 0; k < g.size(); ++k) {
-      const double norm = g_ref[k].norm().item<double>();
-      zero += norm == 0;
-      const double r = (g[k] - g_ref[k]).norm().item<double>() / std::max(norm, 1e-300);
-      worst = std::max(worst, norm == 0 ? 0.0 : r);
-      worst_lt = std::max(worst_lt, norm == 0 ? 0.0 : (g_lt[k] - g_ref[k]).norm().item<double>() / norm);
-      EXPECT_LE((g[k] - g_ref[k]).norm().item<double>(), 5e-5 * norm) << preset << " parameter " << k;
-    }
-    std::printf("%s: worst relative L2 gradient error: kernels %.2e, LibTorch float32 %.2e\n", preset.c_str(), worst, worst_lt);
-    // Float rounding, amplified alike by twenty tanh layers with random weights: the kernels' error
-    // is of the same size as LibTorch's own in float32.
-    EXPECT_LE(e, 4 * e_lt) << preset;
-    EXPECT_LE(worst, 4 * worst_lt) << preset;
-    EXPECT_EQ(zero, 2) << preset;  // just that unused 1x1's weight and bias
+// The hand-written CPU forward and backward (wavenet_cpu.h) against LibTorch's conv1d path, with a
+// loss that weights every output sample differently.
+void expect_cpu_kernels_match_libtorch(WaveNet net, const std::string& name) {
+  {
+    torch::NoGradGuard no_grad;
+    at::manual_seed(5);
+    for (at::Tensor p : net->parameters()) p.copy_(at::randn_like(p) * 0.3);
   }
+  at::manual_seed(6);
+  const at::Tensor x = at::randn({3, 1, net->receptive_field() + 700}) * 0.5;
+  const at::Tensor weights = at::randn({3, net->config().layers.back().head_size, 701});
+  auto run = [&](bool kernels, at::ScalarType dtype) {
+    net->to(dtype);
+    net->set_cpu_kernels(kernels);
+    net->zero_grad();
+    const at::Tensor y = net->forward(x.to(dtype));
+    (y * weights.to(dtype)).sum().backward();
+    std::vector<at::Tensor> grads;
+    // (The last layer's 1x1 output feeds nothing, so LibTorch leaves its gradient undefined.)
+    for (const at::Tensor& p : net->ordered_parameters())
+      grads.push_back(p.grad().defined() ? p.grad().to(at::kDouble).clone() : at::zeros_like(p, at::kDouble));
+    net->to(at::kFloat);
+    return std::make_pair(y.detach().to(at::kDouble), grads);
+  };
+  const auto [y_ref, g_ref] = run(false, at::kDouble);  // LibTorch in float64: the reference
+  const double scale = y_ref.abs().max().item<double>();
+  const auto [y_lt, g_lt] = run(false, at::kFloat);     // LibTorch in float32: its rounding error
+  const auto [y, g] = run(true, at::kFloat);
+  {  // inference (no gradient): the same kernels with buffers reused across layers
+    torch::NoGradGuard no_grad;
+    EXPECT_TRUE(at::equal(net->forward(x).to(at::kDouble), y)) << name;
+  }
+  wavenet_cpu_use_baseline_isa(true);
+  const auto [y_base, g_base] = run(true, at::kFloat);  // the baseline-ISA variant of the kernels
+  wavenet_cpu_use_baseline_isa(false);
+  net->set_cpu_kernels(true);
+  EXPECT_LE((y_base - y_ref).abs().max().item<double>(), 5e-6 * scale) << name << " baseline ISA";
+  for (size_t k = 0; k < g_base.size(); ++k)
+    EXPECT_LE((g_base[k] - g_ref[k]).norm().item<double>(), 5e-5 * g_ref[k].norm().item<double>()) << name << " baseline ISA " << k;
+  ASSERT_EQ(y.sizes(), y_ref.sizes());
+  EXPECT_GT(scale, 1e-3);
+  const double e_lt = (y_lt - y_ref).abs().max().item<double>() / scale, e = (y - y_ref).abs().max().item<double>() / scale;
+  std::printf("%s: output max error / max |y|: kernels %.2e, LibTorch float32 %.2e\n", name.c_str(), e, e_lt);
+  EXPECT_LE(e, 5e-6) << name;
+  ASSERT_EQ(g.size(), g_ref.size());
+  int zero = 0;
+  double worst = 0, worst_lt = 0;
+  for (size_t k = 0; k < g.size(); ++k) {
+    const double norm = g_ref[k].norm().item<double>();
+    zero += norm == 0;
+    const double r = (g[k] - g_ref[k]).norm().item<double>() / std::max(norm, 1e-300);
+    worst = std::max(worst, norm == 0 ? 0.0 : r);
+    worst_lt = std::max(worst_lt, norm == 0 ? 0.0 : (g_lt[k] - g_ref[k]).norm().item<double>() / norm);
+    EXPECT_LE((g[k] - g_ref[k]).norm().item<double>(), 5e-5 * norm) << name << " parameter " << k;
+  }
+  std::printf("%s: worst relative L2 gradient error: kernels %.2e, LibTorch float32 %.2e\n", name.c_str(), worst, worst_lt);
+  // Float rounding, amplified alike through the tanh layers with random weights: the kernels' error
+  // is of the same size as LibTorch's own in float32.
+  EXPECT_LE(e, 4 * e_lt) << name;
+  EXPECT_LE(worst, 4 * worst_lt) << name;
+  EXPECT_EQ(zero, 2) << name;  // just that unused 1x1's weight and bias
+}
+
+// Every preset (channel counts 16/8, 12/6, 8/4, 4/2: vector kernels and plain loops), and two
+// shapes NAM's presets do not have: three arrays with kernel sizes 2, 3 and 1 and odd channel
+// counts; one array with kernel size 4 and a two-channel output.
+TEST(AmpModels, CpuKernelsMatchLibTorchForwardAndGradients) {
+  for (const std::string& preset : wavenet_preset_names()) expect_cpu_kernels_match_libtorch(WaveNet(wavenet_preset(preset)), preset);
+  auto array = [](int64_t in, int64_t channels, int64_t head, int64_t kernel, std::vector<int64_t> dilations, bool head_bias) {
+    LayerArrayConfig a;
+    a.input_size = in;
+    a.channels = channels;
+    a.head_size = head;
+    a.kernel_size = kernel;
+    a.dilations = std::move(dilations);
+    a.head_bias = head_bias;
+    return a;
+  };
+  WaveNetConfig three;
+  three.layers = {array(1, 3, 5, 2, {1, 2, 5}, true), array(3, 5, 4, 3, {2, 1}, false), array(5, 4, 1, 1, {3, 1}, true)};
+  expect_cpu_kernels_match_libtorch(WaveNet(three), "three arrays");
+  WaveNetConfig one;
+  one.layers = {array(1, 16, 2, 4, {1, 7}, true)};
+  expect_cpu_kernels_match_libtorch(WaveNet(one), "one array, two outputs");
 }
 
 // Every preset streams through its own kernels (16/8, 12/6, 8/4 and 4/2 channels: the vector
