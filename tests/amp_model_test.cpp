@@ -56,6 +56,23 @@ TEST(AmpModels, PresetSizesAndReceptiveFields) {
   EXPECT_EQ(w.wavenet->forward(at::zeros({2, 1, 5000})).sizes(), (std::vector<int64_t>{2, 1, 5000 - 4093 + 1}));
   EXPECT_THROW(w.wavenet->forward(at::zeros({1, 1, 4000})), std::invalid_argument);
   EXPECT_THROW(make_amp_model("wavenet", "huge"), std::invalid_argument);
+  // A dilation below 1 is refused when the model is built (the CPU kernels index with it).
+  WaveNetConfig bad = wavenet_preset("nano");
+  bad.layers[0].dilations[2] = 0;
+  try {
+    WaveNet rejected(bad);
+    ADD_FAILURE() << "dilation 0 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("dilation 0"), std::string::npos) << e.what();
+  }
+  // Stream mode takes mono-in, mono-out models only; the CPU path refuses what it does not support.
+  EXPECT_TRUE(WaveNetStream::can_stream(wavenet_preset("standard")));
+  WaveNetConfig stereo_out = wavenet_preset("nano");
+  stereo_out.layers.back().head_size = 2;
+  EXPECT_FALSE(WaveNetStream::can_stream(stereo_out));
+  WaveNetConfig gated = wavenet_preset("nano");
+  gated.layers[0].gated = true;
+  EXPECT_THROW(wavenet_cpu_forward(*WaveNet(gated), at::zeros({1, 1, 5000})), std::invalid_argument);
 }
 
 TEST(AmpModels, NamFilesRoundTrip) {
@@ -162,9 +179,13 @@ void expect_cpu_kernels_match_libtorch(WaveNet net, const std::string& name) {
     const at::Tensor y = net->forward(x.to(dtype));
     (y * weights.to(dtype)).sum().backward();
     std::vector<at::Tensor> grads;
-    // (The last layer's 1x1 output feeds nothing, so LibTorch leaves its gradient undefined.)
-    for (const at::Tensor& p : net->ordered_parameters())
+    // The last layer's 1x1 output feeds nothing, so its gradient stays undefined (both paths).
+    int undefined = 0;
+    for (const at::Tensor& p : net->ordered_parameters()) {
+      undefined += !p.grad().defined();
       grads.push_back(p.grad().defined() ? p.grad().to(at::kDouble).clone() : at::zeros_like(p, at::kDouble));
+    }
+    EXPECT_EQ(undefined, 2) << name << (kernels ? " kernels" : " LibTorch");
     net->to(at::kFloat);
     return std::make_pair(y.detach().to(at::kDouble), grads);
   };

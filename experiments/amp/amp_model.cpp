@@ -5,6 +5,7 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -123,8 +124,9 @@ at::Tensor process(AmpModel& m, const at::Tensor& audio, const ProcessOptions& o
     LstmImpl::State state;
     if (m.wavenet) {
       // Chunks are independent given their context: full ones go through in batches of one per
-      // thread (the CPU kernels run a batch's items in parallel), then the short last one.
-      const int64_t full = n / o.chunk, per_batch = std::max(1, at::get_num_threads());
+      // thread (the CPU kernels run a batch's items in parallel; at most 16, to bound memory),
+      // then the short last one.
+      const int64_t full = n / o.chunk, per_batch = std::clamp(at::get_num_threads(), 1, 16);
       for (int64_t c = 0; c < full; c += per_batch) {
         const int64_t count = std::min(per_batch, full - c);
         const at::Tensor windows = padded.narrow(0, c * o.chunk, (count - 1) * o.chunk + o.chunk + rf - 1)

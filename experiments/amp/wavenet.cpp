@@ -104,6 +104,8 @@ WaveNetImpl::WaveNetImpl(WaveNetConfig config) : config_(std::move(config)) {
     const LayerArrayConfig& c = config_.layers[i];
     if (c.dilations.empty() || c.channels < 1 || c.kernel_size < 1)
       throw std::invalid_argument("WaveNet: layer array " + std::to_string(i) + " needs dilations, channels >= 1 and kernel_size >= 1");
+    for (int64_t d : c.dilations)
+      if (d < 1) throw std::invalid_argument("WaveNet: layer array " + std::to_string(i) + " has dilation " + std::to_string(d) + "; dilations must be >= 1");
     if (i > 0 && c.input_size != config_.layers[i - 1].channels)
       throw std::invalid_argument("WaveNet: layer array " + std::to_string(i) + " takes input_size " + std::to_string(c.input_size) +
                                   " but the previous array has " + std::to_string(config_.layers[i - 1].channels) + " channels");

@@ -386,6 +386,9 @@ struct WaveNetFunction : public torch::autograd::Function<WaveNetFunction> {
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
+    // The gradients come out of plain loops, without a graph of their own.
+    if (at::GradMode::is_enabled())
+      throw std::invalid_argument("WaveNet CPU kernels: no double backward (create_graph); use set_cpu_kernels(false)");
     const std::vector<at::Tensor> saved = ctx->get_saved_variables();
     const WaveNetConfig config = wavenet_config_from_json(nlohmann::json::parse(ctx->saved_data["config"].toStringRef()));
     const auto count = static_cast<size_t>(ctx->saved_data["params"].toInt());
@@ -426,8 +429,16 @@ struct WaveNetFunction : public torch::autograd::Function<WaveNetFunction> {
 
     torch::autograd::variable_list out = {at::Tensor(), at::Tensor()};  // none for x and the config
     const at::Tensor flat = at::from_blob(per_thread[0].data.data(), {static_cast<int64_t>(layout.data.size())}, at::kFloat);
+    // The last layer's 1x1 (weight and bias, just before the last head's parameters) feeds nothing;
+    // like LibTorch's path, leave its gradient undefined rather than zero, so that optimizers
+    // (weight decay included) leave it alone.
+    const size_t unused = params.size() - (config.layers.back().head_bias ? 2 : 1) - 2;
     for (size_t k = 0; k < params.size(); ++k) {
       const at::Tensor& p = params[k];
+      if (k == unused || k == unused + 1) {
+        out.emplace_back();
+        continue;
+      }
       at::Tensor block = flat.narrow(0, layout.offset[k], p.numel());
       if (p.dim() == 3)  // weights: [k][in][out] -> [out][in][k]
         block = block.view({p.size(2), p.size(1), p.size(0)}).permute({2, 1, 0});
@@ -453,6 +464,8 @@ bool wavenet_cpu_supported(const WaveNetImpl& model, const at::Tensor& x) {
 void wavenet_cpu_use_baseline_isa(bool on) { kernels::use_baseline_isa(on); }
 
 at::Tensor wavenet_cpu_forward(const WaveNetImpl& model, const at::Tensor& x) {
+  if (!wavenet_cpu_supported(model, x))
+    throw std::invalid_argument("wavenet_cpu_forward: this model or input is not supported (see wavenet_cpu_supported)");
   const std::vector<at::Tensor> params = model.ordered_parameters();
   bool differentiable = false;
   if (at::GradMode::is_enabled())

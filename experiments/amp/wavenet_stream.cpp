@@ -153,8 +153,9 @@ int64_t ring_size(int64_t history, int64_t block) {
 
 bool WaveNetStream::can_stream(const WaveNetConfig& config) {
   for (const LayerArrayConfig& a : config.layers)
-    if (a.gated || a.activation != "Tanh" || a.channels > kMaxChannels || a.condition_size != 1) return false;
-  return true;
+    if (a.gated || a.activation != "Tanh" || a.channels > kMaxChannels || a.head_size > kMaxChannels || a.condition_size != 1)
+      return false;
+  return config.layers.front().input_size == 1 && config.layers.back().head_size == 1;  // mono in, mono out
 }
 
 WaveNetStream::WaveNetStream(const WaveNetImpl& model, int64_t max_block, bool baseline_isa)
@@ -166,7 +167,7 @@ WaveNetStream::WaveNetStream(const WaveNetImpl& model, int64_t max_block, bool b
   (void)baseline_isa;
 #endif
   const WaveNetConfig& config = model.config();
-  if (!can_stream(config)) throw std::invalid_argument("WaveNetStream: only ungated Tanh layer arrays with <= 64 channels stream");
+  if (!can_stream(config)) throw std::invalid_argument("WaveNetStream: only mono-in, mono-out models of ungated Tanh layer arrays with <= 64 channels stream");
   receptive_field_ = model.receptive_field();
   const std::vector<float> w = model.export_weights();
   size_t at = 0;

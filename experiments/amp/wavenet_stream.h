@@ -14,8 +14,8 @@
 // the baseline ISA and for AVX2 + FMA, chosen by what the CPU supports.
 //
 // The output equals process() in exact mode: reset() runs receptive_field - 1 zeros through, which
-// is the zero padding that mode puts before the audio. Tanh layers without gating (every NAM
-// preset) are supported; can_stream() says whether a model is.
+// is the zero padding that mode puts before the audio. Mono-in, mono-out models of ungated Tanh
+// layers (every NAM preset) are supported; can_stream() says whether a model is.
 #pragma once
 
 #include <cstdint>
