@@ -191,28 +191,44 @@ struct Grads {
   float* at(size_t param) { return data.data() + offset[param]; }
 };
 
+// What backward_item needs besides the activations, allocated once per thread: parameter indices
+// and the per-item buffers (every one is written before it is read, so items can share them).
+struct BackwardScratch {
+  std::vector<size_t> first_param;  // per array, in the .nam order
+  int64_t max_back = 0;             // the largest (K - 1) d: da's zero rows either side
+  // dz of the current layer's output and input, da (with its zero rows), the head sum's gradient,
+  // and the head gradients of this array and the one before.
+  std::vector<float> gz, gz_in, da_padded, head_sum_grad, head_grad_here, head_grad_previous;
+
+  explicit BackwardScratch(const std::vector<NetArray>& net) {
+    size_t p = 0;
+    int64_t max_len = 0, max_c = 0;
+    for (const NetArray& a : net) {
+      first_param.push_back(p);
+      p += 2 + 5 * a.layers.size() + (a.head_bias.defined() ? 1 : 0);
+      max_len = std::max(max_len, a.in_len());
+      max_c = std::max({max_c, a.C, a.H, a.cin});
+      for (const NetLayer& l : a.layers) max_back = std::max(max_back, (a.K - 1) * l.dilation);
+    }
+    gz.resize(static_cast<size_t>(max_len * max_c));
+    gz_in.resize(gz.size());
+    head_sum_grad.resize(gz.size());
+    da_padded.resize(static_cast<size_t>((max_len + 2 * max_back) * max_c));
+  }
+};
+
 // head_grad: dL/d(last array's head output) [B][out_len][H].
 void backward_item(const KernelSet& ks, const std::vector<NetArray>& net, const float* x, int64_t length, int64_t b, const Activations& s,
-                   const at::Tensor& head_grad, Grads& g) {
-  // Parameter indices per array, in the .nam order.
-  std::vector<size_t> first_param;
-  size_t p = 0;
-  for (const NetArray& a : net) {
-    first_param.push_back(p);
-    p += 2 + 5 * a.layers.size() + (a.head_bias.defined() ? 1 : 0);
-  }
-  int64_t max_len = 0, max_back = 0, max_c = 0;
-  for (const NetArray& a : net) {
-    max_len = std::max(max_len, a.in_len());
-    max_c = std::max({max_c, a.C, a.H, a.cin});
-    for (const NetLayer& l : a.layers) max_back = std::max(max_back, (a.K - 1) * l.dilation);
-  }
-  // dz of the current layer's output and input, dpre (da, with zero rows either side for the conv's
-  // transpose), the head sum's gradient, and the head gradient handed to the previous array.
-  std::vector<float> gz(static_cast<size_t>(max_len * max_c)), gz_in(gz.size()), head_sum_grad(gz.size());
-  std::vector<float> da_padded(static_cast<size_t>((max_len + 2 * max_back) * max_c));
-  std::vector<float> head_grad_here(item(head_grad, b), item(head_grad, b) + head_grad.size(1) * head_grad.size(2));
-  std::vector<float> head_grad_previous;
+                   const at::Tensor& head_grad, Grads& g, BackwardScratch& scratch) {
+  const std::vector<size_t>& first_param = scratch.first_param;
+  const int64_t max_back = scratch.max_back;
+  std::vector<float>& gz = scratch.gz;
+  std::vector<float>& gz_in = scratch.gz_in;
+  std::vector<float>& da_padded = scratch.da_padded;
+  std::vector<float>& head_sum_grad = scratch.head_sum_grad;
+  std::vector<float>& head_grad_here = scratch.head_grad_here;
+  std::vector<float>& head_grad_previous = scratch.head_grad_previous;
+  head_grad_here.assign(item(head_grad, b), item(head_grad, b) + head_grad.size(1) * head_grad.size(2));
   bool have_gz = false;  // the last array's output feeds nothing
 
   for (size_t i = net.size(); i-- > 0;) {
@@ -421,8 +437,9 @@ struct WaveNetFunction : public torch::autograd::Function<WaveNetFunction> {
     std::vector<Grads> per_thread(static_cast<size_t>(threads), layout);
     at::parallel_for(0, batch, 1, [&](int64_t b0, int64_t b1) {
       Grads& g = per_thread[static_cast<size_t>(at::get_thread_num())];
+      BackwardScratch scratch(net);
       for (int64_t b = b0; b < b1; ++b)
-        backward_item(ks, net, input.data_ptr<float>() + b * length, length, b, s, head_grad, g);
+        backward_item(ks, net, input.data_ptr<float>() + b * length, length, b, s, head_grad, g, scratch);
     });
     for (size_t t = 1; t < per_thread.size(); ++t)
       for (size_t k = 0; k < layout.data.size(); ++k) per_thread[0].data[k] += per_thread[t].data[k];

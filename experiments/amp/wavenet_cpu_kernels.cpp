@@ -134,27 +134,12 @@ __attribute__((always_inline)) inline void outer_any(const Outer& g) {
   }
 }
 
-// The channel counts with vector kernels: NAM's presets use 16, 12, 8, 4 (and 6, 2 through the
-// plain loops).
-#define WAVETRAIN_AMP_CHANNEL_SWITCH(KERNEL, ARG, ANY)      \
-  switch (ARG.channels) {                                   \
-    case 4: return KERNEL<Vec4, 4, 1>(ARG);                 \
-    case 8: return KERNEL<Vec8, 8, 1>(ARG);                 \
-    case 12: return KERNEL<Vec4, 4, 3>(ARG);                \
-    case 16: return KERNEL<Vec8, 8, 2>(ARG);                \
-    case 24: return KERNEL<Vec8, 8, 3>(ARG);                \
-    case 32: return KERNEL<Vec8, 8, 4>(ARG);                \
-    default: return ANY(ARG);                               \
-  }
-
 void rows_baseline(const Rows& r) { WAVETRAIN_AMP_CHANNEL_SWITCH(rows_blocked, r, rows_any) }
 void outer_baseline(const Outer& g) { WAVETRAIN_AMP_CHANNEL_SWITCH(outer_blocked, g, outer_any) }
 #if WAVETRAIN_AMP_AVX2
 __attribute__((target("avx2,fma"))) void rows_avx2(const Rows& r) { WAVETRAIN_AMP_CHANNEL_SWITCH(rows_blocked, r, rows_any) }
 __attribute__((target("avx2,fma"))) void outer_avx2(const Outer& g) { WAVETRAIN_AMP_CHANNEL_SWITCH(outer_blocked, g, outer_any) }
 #endif
-#undef WAVETRAIN_AMP_CHANNEL_SWITCH
-
 
 KernelSet best_kernels() {
   KernelSet k{rows_baseline, outer_baseline};

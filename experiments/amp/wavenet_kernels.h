@@ -43,12 +43,31 @@ inline float fast_tanh(float x) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define WAVETRAIN_AMP_AVX2 1
 inline bool cpu_has_avx2_fma() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return has;
 }
 #else
 #define WAVETRAIN_AMP_AVX2 0
 inline bool cpu_has_avx2_fma() { return false; }
 #endif
+
+// The channel counts with register-blocked kernels, as Vec x W floats x V vectors a row (NAM's
+// presets use 16, 12, 8 and 4; their 6 and 2 go to the plain loop ANY). In a function returning
+// void: WAVETRAIN_AMP_CHANNEL_SWITCH(kernel_template, args, plain_loop) with args.channels.
+#define WAVETRAIN_AMP_CHANNEL_SWITCH(KERNEL, ARG, ANY) \
+  switch ((ARG).channels) {                            \
+    case 4: return KERNEL<Vec4, 4, 1>(ARG);            \
+    case 8: return KERNEL<Vec8, 8, 1>(ARG);            \
+    case 12: return KERNEL<Vec4, 4, 3>(ARG);           \
+    case 16: return KERNEL<Vec8, 8, 2>(ARG);           \
+    case 24: return KERNEL<Vec8, 8, 3>(ARG);           \
+    case 32: return KERNEL<Vec8, 8, 4>(ARG);           \
+    case 48: return KERNEL<Vec8, 8, 6>(ARG);           \
+    case 64: return KERNEL<Vec8, 8, 8>(ARG);           \
+    default: return ANY(ARG);                          \
+  }
 
 }  // namespace wavetrain::experiments::amp::kernels

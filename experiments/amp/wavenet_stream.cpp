@@ -11,9 +11,18 @@
 #include "experiments/amp/wavenet_kernels.h"
 
 namespace wavetrain::experiments::amp {
+namespace {
+
+constexpr int64_t kMaxChannels = 64;
+
+using kernels::fast_tanh;
+using kernels::load;
+using kernels::store;
+using kernels::Vec4;
+using kernels::Vec8;
 
 // The arguments of one layer over one block. Time t = 0 .. n-1 sits at ring position p0 + t.
-struct detail::StreamLayerArgs {
+struct LayerArgs {
   const float *conv, *bias, *mixer, *one, *one_bias;  // conv [tap][in c][out c'], one [in c][out c']
   const float* ring;                                  // the layer's input z, [mask + 1][C]
   int64_t mask, dilation, kernel, channels;
@@ -24,17 +33,6 @@ struct detail::StreamLayerArgs {
   bool dst_is_ring;
   int64_t p0, n;
 };
-
-namespace {
-
-constexpr int64_t kMaxChannels = 64;
-
-using kernels::fast_tanh;
-using kernels::load;
-using kernels::store;
-using kernels::Vec4;
-using kernels::Vec8;
-using LayerArgs = detail::StreamLayerArgs;
 
 // The register-blocked kernel: channels C = W x V (W floats a vector, V vectors a row), T time
 // steps at once, so that T x V accumulators stay in registers and each weight vector loaded is used
@@ -122,25 +120,12 @@ __attribute__((always_inline)) inline void layer_any(const LayerArgs& a) {
   }
 }
 
-// One layer over a block: the kernel for the layer's channel count, inlined here.
-__attribute__((always_inline)) inline void layer_block_inline(const LayerArgs& a) {
-  switch (a.channels) {
-    case 4: return layer_blocked<Vec4, 4, 1>(a);
-    case 8: return layer_blocked<Vec8, 8, 1>(a);
-    case 12: return layer_blocked<Vec4, 4, 3>(a);
-    case 16: return layer_blocked<Vec8, 8, 2>(a);
-    case 24: return layer_blocked<Vec8, 8, 3>(a);
-    case 32: return layer_blocked<Vec8, 8, 4>(a);
-    case 48: return layer_blocked<Vec8, 8, 6>(a);
-    case 64: return layer_blocked<Vec8, 8, 8>(a);
-    default: return layer_any(a);
-  }
-}
-
-// Compiled for the baseline ISA and for AVX2 + FMA (wavenet_kernels.h).
-void layer_block_baseline(const LayerArgs& a) { layer_block_inline(a); }
+// One layer over a block, compiled for the baseline ISA and for AVX2 + FMA (wavenet_kernels.h).
+void layer_block_baseline(const LayerArgs& a) { WAVETRAIN_AMP_CHANNEL_SWITCH(layer_blocked, a, layer_any) }
 #if WAVETRAIN_AMP_AVX2
-__attribute__((target("avx2,fma"))) void layer_block_avx2(const LayerArgs& a) { layer_block_inline(a); }
+__attribute__((target("avx2,fma"))) void layer_block_avx2(const LayerArgs& a) {
+  WAVETRAIN_AMP_CHANNEL_SWITCH(layer_blocked, a, layer_any)
+}
 #endif
 
 int64_t ring_size(int64_t history, int64_t block) {
@@ -160,12 +145,7 @@ bool WaveNetStream::can_stream(const WaveNetConfig& config) {
 
 WaveNetStream::WaveNetStream(const WaveNetImpl& model, int64_t max_block, bool baseline_isa)
     : max_block_(std::max<int64_t>(1, max_block)) {
-  layer_block_ = &layer_block_baseline;
-#if WAVETRAIN_AMP_AVX2
-  if (!baseline_isa && kernels::cpu_has_avx2_fma()) layer_block_ = &layer_block_avx2;
-#else
-  (void)baseline_isa;
-#endif
+  avx2_ = !baseline_isa && kernels::cpu_has_avx2_fma();
   const WaveNetConfig& config = model.config();
   if (!can_stream(config)) throw std::invalid_argument("WaveNetStream: only mono-in, mono-out models of ungated Tanh layer arrays with <= 64 channels stream");
   receptive_field_ = model.receptive_field();
@@ -257,7 +237,13 @@ void WaveNetStream::block(const float* x, float* out, int64_t n) {
       LayerArgs args{l.conv.data(), l.bias.data(), l.mixer.data(), l.one.data(), l.one_bias.data(), l.ring.data(),
                      l.mask, l.dilation, a.kernel, C, x, head_sum_.data(),
                      next ? next->ring.data() : a.out_ring.data(), next ? next->mask : 0, next != nullptr, position_, n};
-      layer_block_(args);
+#if WAVETRAIN_AMP_AVX2
+      if (avx2_) {
+        layer_block_avx2(args);
+        continue;
+      }
+#endif
+      layer_block_baseline(args);
     }
     // Head rechannel: [n][C] -> [n][H].
     const int64_t H = a.head_size;

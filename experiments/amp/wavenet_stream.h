@@ -24,9 +24,6 @@
 #include "experiments/amp/wavenet.h"
 
 namespace wavetrain::experiments::amp {
-namespace detail {
-struct StreamLayerArgs;  // wavenet_stream.cpp
-}
 
 class WaveNetStream {
  public:
@@ -58,7 +55,7 @@ class WaveNetStream {
   };
   void block(const float* in, float* out, int64_t n);
 
-  void (*layer_block_)(const detail::StreamLayerArgs&);  // the per-layer kernel, for this CPU
+  bool avx2_ = false;  // run the per-layer kernel compiled for AVX2 + FMA
 
   std::vector<Array> arrays_;
   float head_scale_;
