@@ -1,5 +1,6 @@
 // The HDF5 dataset store (hdf5_store.h; schema in docs/data-format.md).
 #include "data/hdf5_store.h"
+#include "data/hdf5_raw.h"
 
 #include <hdf5.h>
 #include <unistd.h>
@@ -16,6 +17,10 @@ namespace {
 
 constexpr size_t kFlushBytes = 8u << 20;  // a field's buffered values are written out past 8 MB
 constexpr size_t kChunkBytes = 256u << 10;
+// Bounds on what a stored file may claim, checked before anything is allocated for it.
+constexpr hsize_t kMaxMembers = 1u << 16;          // splits in a store, fields in a split
+constexpr int64_t kMaxItems = int64_t{1} << 28;    // items in a split
+constexpr int64_t kMaxItemBytes = int64_t{1} << 30;  // one field of one item, decoded
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) { throw StoreError(path + ": " + what); }
 
@@ -67,27 +72,50 @@ void write_attribute(hid_t object, const std::string& name, const AttributeValue
   H5Sclose(space);
 }
 
-std::optional<AttributeValue> read_attribute(hid_t object, const std::string& name) {
+// The address of an object's header, as hdf5_raw expects it.
+uint64_t header_address(hid_t object) {
+#if H5_VERSION_GE(1, 12, 0)
+  H5O_info2_t info;
+  haddr_t address = HADDR_UNDEF;
+  if (H5Oget_info3(object, &info, H5O_INFO_BASIC) < 0 || H5VLnative_token_to_addr(object, info.token, &address) < 0)
+    return HADDR_UNDEF;
+  return address;
+#else
+  H5O_info_t info;
+  if (H5Oget_info2(object, &info, H5O_INFO_BASIC) < 0) return HADDR_UNDEF;
+  return info.addr;
+#endif
+}
+
+// One scalar attribute. Non-scalar attributes are not part of the schema and are skipped (reading
+// one into a scalar would overrun it). Variable-length strings are read by hdf5_raw, which checks
+// their heap reference; H5Aread would follow it on trust (hdf5_raw.h says why).
+std::optional<AttributeValue> read_attribute(const std::string& path, hid_t object, const std::string& name) {
   if (H5Aexists(object, name.c_str()) <= 0) return std::nullopt;
   const hid_t a = H5Aopen(object, name.c_str(), H5P_DEFAULT);
-  const hid_t type = H5Aget_type(a);
+  if (a < 0) fail(path, "attribute '" + name + "' cannot be opened (damaged file?)");
+  const hid_t type = H5Aget_type(a), space = H5Aget_space(a);
+  const bool scalar = space >= 0 && H5Sget_simple_extent_npoints(space) == 1;
   std::optional<AttributeValue> out;
-  if (H5Tget_class(type) == H5T_STRING) {
+  std::string error;
+  if (type < 0 || !scalar) {
+    // skipped
+  } else if (H5Tget_class(type) == H5T_STRING) {
     if (H5Tis_variable_str(type) > 0) {
-      char* text = nullptr;
-      const hid_t mem = H5Tcopy(H5T_C_S1);
-      H5Tset_size(mem, H5T_VARIABLE);
-      H5Tset_cset(mem, H5Tget_cset(type));
-      if (H5Aread(a, mem, &text) >= 0 && text) {
-        out = std::string(text);
-        const hid_t space = H5Aget_space(a);
-        H5Dvlen_reclaim(mem, space, H5P_DEFAULT, &text);
-        H5Sclose(space);
+      try {
+        out = hdf5_raw::read_string_attribute(path, header_address(object), name);
+        if (!out) error = "attribute '" + name + "' is stored where wavetrain cannot check it (dense attribute storage)";
+      } catch (const hdf5_raw::FormatError& e) {
+        error = "attribute '" + name + "': " + e.what() + " (damaged file?)";
       }
-      H5Tclose(mem);
     } else {
-      std::string text(H5Tget_size(type), '\0');
-      if (H5Aread(a, type, text.data()) >= 0) out = std::string(text.c_str());
+      const size_t size = H5Tget_size(type);
+      if (size == 0 || size > (1u << 20)) {
+        error = "attribute '" + name + "' claims a fixed-length string of " + std::to_string(size) + " bytes";
+      } else {
+        std::string text(size, '\0');
+        if (H5Aread(a, type, text.data()) >= 0) out = std::string(text.c_str());
+      }
     }
   } else if (H5Tget_class(type) == H5T_FLOAT) {
     double d = 0;
@@ -96,19 +124,26 @@ std::optional<AttributeValue> read_attribute(hid_t object, const std::string& na
     int64_t v = 0;
     if (H5Aread(a, H5T_NATIVE_INT64, &v) >= 0) out = v;
   }
-  H5Tclose(type);
+  if (space >= 0) H5Sclose(space);
+  if (type >= 0) H5Tclose(type);
   H5Aclose(a);
+  if (!error.empty()) fail(path, error);
   return out;
 }
 
+// The names of a group's members that are hard links. Soft and external links are left out: a
+// store never has them, and an external link would make HDF5 open another file.
 std::vector<std::string> member_names(hid_t group) {
   H5G_info_t info;
   std::vector<std::string> names;
   if (H5Gget_info(group, &info) < 0) return names;
-  for (hsize_t i = 0; i < info.nlinks; ++i) {
+  for (hsize_t i = 0; i < info.nlinks && i < kMaxMembers; ++i) {
     const ssize_t n = H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    if (n <= 0 || n > 4096) continue;
     std::string name(static_cast<size_t>(n), '\0');
-    H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), static_cast<size_t>(n) + 1, H5P_DEFAULT);
+    if (H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), static_cast<size_t>(n) + 1, H5P_DEFAULT) < 0) continue;
+    H5L_info_t link;
+    if (H5Lget_info(group, name.c_str(), &link, H5P_DEFAULT) < 0 || link.type != H5L_TYPE_HARD) continue;
     names.push_back(name);
   }
   return names;
@@ -132,6 +167,23 @@ void silence_hdf5() {
   (void)done;
 }
 
+// Closes an HDF5 identifier at the end of its scope, so that an error thrown anywhere on the way
+// closes what was opened.
+class Handle {
+ public:
+  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~Handle() {
+    if (id_ >= 0) close_(id_);
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  hid_t get() const { return id_; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
 }  // namespace
 
 // ---- writer -------------------------------------------------------------------------------------
@@ -150,7 +202,13 @@ DatasetWriter::DatasetWriter(std::string path, std::string command) : path_(std:
   silence_hdf5();
   const std::filesystem::path target(path_);
   temporary_ = (target.parent_path() / ("." + target.filename().string() + ".partial-" + std::to_string(::getpid()))).string();
-  file_ = H5Fcreate(temporary_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  // Version-2 object headers and superblock (HDF5 1.8 and later read them) carry checksums, so a
+  // reader detects a damaged header instead of following it. Attributes stay in the root's header
+  // (not in dense storage) up to 64 of them: hdf5_raw reads string attributes from there.
+  const Handle create(H5Pcreate(H5P_FILE_CREATE), H5Pclose), access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5Pset_attr_phase_change(create.get(), 64, 48);
+  H5Pset_libver_bounds(access.get(), H5F_LIBVER_V18, H5F_LIBVER_LATEST);
+  file_ = H5Fcreate(temporary_.c_str(), H5F_ACC_TRUNC, create.get(), access.get());
   if (file_ < 0) fail(path_, "cannot create (writing " + temporary_ + ")");
 }
 
@@ -192,6 +250,7 @@ DatasetWriter::Field& DatasetWriter::field(const std::string& split, const std::
   H5Pset_chunk(plist, rank, chunk.data());
   H5Pset_shuffle(plist);
   H5Pset_deflate(plist, 4);
+  H5Pset_fletcher32(plist);  // a damaged chunk fails its checksum instead of decoding into wrong values
   f->data = H5Dcreate2(f->group, "data", native_type(f->dtype), space, H5P_DEFAULT, plist, H5P_DEFAULT);
   H5Pclose(plist);
   H5Sclose(space);
@@ -309,68 +368,75 @@ void DatasetWriter::finish() {
 
 DatasetReader::DatasetReader(const std::string& path, size_t cache_items) : path_(path), cache_items_(cache_items) {
   silence_hdf5();
+  try {
+    open();
+  } catch (...) {
+    close();  // the destructor does not run for a constructor that throws
+    throw;
+  }
+}
+
+void DatasetReader::open() {
+  const std::string& path = path_;
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) fail(path, "no such file");
   if (H5Fis_hdf5(path.c_str()) <= 0) fail(path, "not an HDF5 file");
   file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (file_ < 0) fail(path, "cannot be opened as HDF5 (truncated or damaged?)");
-  const hid_t root = H5Gopen2(file_, "/", H5P_DEFAULT);
-  const std::optional<AttributeValue> format = read_attribute(root, "format");
-  const std::optional<AttributeValue> complete = read_attribute(root, "complete");
-  if (!format || std::get_if<std::string>(&*format) == nullptr || std::get<std::string>(*format) != kStoreFormat) {
-    H5Gclose(root);
-    H5Fclose(file_);
+  const Handle root(H5Gopen2(file_, "/", H5P_DEFAULT), H5Gclose);
+  if (root.get() < 0) fail(path, "its root group cannot be opened (damaged file?)");
+  const std::optional<AttributeValue> format = read_attribute(path, root.get(), "format");
+  if (!format || std::get_if<std::string>(&*format) == nullptr || std::get<std::string>(*format) != kStoreFormat)
     fail(path, std::string("not a wavetrain dataset (its 'format' attribute is not '") + kStoreFormat + "')");
-  }
-  if (!complete || std::get_if<int64_t>(&*complete) == nullptr || std::get<int64_t>(*complete) != 1) {
-    H5Gclose(root);
-    H5Fclose(file_);
+  const std::optional<AttributeValue> complete = read_attribute(path, root.get(), "complete");
+  if (!complete || std::get_if<int64_t>(&*complete) == nullptr || std::get<int64_t>(*complete) != 1)
     fail(path, "incomplete: the build that wrote it did not finish");
+  const int attribute_count = H5Aget_num_attrs(root.get());
+  if (attribute_count > static_cast<int>(kMaxMembers)) fail(path, "has " + std::to_string(attribute_count) + " root attributes");
+  for (int i = 0; i < attribute_count; ++i) {
+    char name[256] = {};
+    const Handle a(H5Aopen_by_idx(root.get(), ".", H5_INDEX_NAME, H5_ITER_INC, static_cast<hsize_t>(i), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    if (a.get() < 0 || H5Aget_name(a.get(), sizeof(name), name) < 0) fail(path, "root attribute " + std::to_string(i) + " cannot be opened (damaged file?)");
+    if (auto v = read_attribute(path, root.get(), name)) attributes_[name] = *v;
   }
-  for (int i = 0, n = H5Aget_num_attrs(root); i < n; ++i) {
-    char name[256];
-    const hid_t a = H5Aopen_by_idx(root, ".", H5_INDEX_NAME, H5_ITER_INC, static_cast<hsize_t>(i), H5P_DEFAULT, H5P_DEFAULT);
-    H5Aget_name(a, sizeof(name), name);
-    H5Aclose(a);
-    if (auto v = read_attribute(root, name)) attributes_[name] = *v;
-  }
-  for (const std::string& split : member_names(root)) {
-    const hid_t g = H5Gopen2(root, split.c_str(), H5P_DEFAULT);
-    if (g < 0) continue;
-    for (const std::string& field : member_names(g)) {
+  for (const std::string& split : member_names(root.get())) {
+    const Handle g(H5Gopen2(root.get(), split.c_str(), H5P_DEFAULT), H5Gclose);
+    if (g.get() < 0) continue;
+    for (const std::string& field : member_names(g.get())) {
       const std::string where = "split '" + split + "' field '" + field + "'";
-      FieldIndex f;
-      const hid_t access = H5Pcreate(H5P_DATASET_ACCESS);
-      H5Pset_chunk_cache(access, 521, 16u << 20, 0.75);  // 16 MB of decoded chunks per field
-      f.data = H5Dopen2(g, (field + "/data").c_str(), access);
-      H5Pclose(access);
-      const hid_t off = H5Dopen2(g, (field + "/offsets").c_str(), H5P_DEFAULT);
-      if (f.data < 0 || off < 0) fail(path, where + " lacks its data or offsets dataset");
-      const hid_t type = H5Dget_type(f.data);
-      const std::optional<at::ScalarType> t = scalar_type_of(type);
-      H5Tclose(type);
+      FieldIndex& f = splits_[split][field];
+      const Handle access(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
+      H5Pset_chunk_cache(access.get(), 521, 16u << 20, 0.75);  // 16 MB of decoded chunks per field
+      f.data = H5Dopen2(g.get(), (field + "/data").c_str(), access.get());
+      const Handle off(H5Dopen2(g.get(), (field + "/offsets").c_str(), H5P_DEFAULT), H5Dclose);
+      if (f.data < 0 || off.get() < 0) fail(path, where + " lacks its data or offsets dataset");
+      const Handle type(H5Dget_type(f.data), H5Tclose);
+      const std::optional<at::ScalarType> t = scalar_type_of(type.get());
       if (!t) fail(path, where + " has a data type the store does not use");
       f.dtype = *t;
-      const hid_t space = H5Dget_space(f.data);
-      const int rank = H5Sget_simple_extent_ndims(space);
+      const Handle space(H5Dget_space(f.data), H5Sclose);
+      const int rank = H5Sget_simple_extent_ndims(space.get());
+      if (rank < 1 || rank > H5S_MAX_RANK) fail(path, where + ": data has " + std::to_string(rank) + " dimensions (1 to " + std::to_string(H5S_MAX_RANK) + ")");
       std::vector<hsize_t> dims(static_cast<size_t>(rank));
-      H5Sget_simple_extent_dims(space, dims.data(), nullptr);
-      H5Sclose(space);
-      for (int i = 1; i < rank; ++i) f.inner.push_back(static_cast<int64_t>(dims[static_cast<size_t>(i)]));
-      const hid_t ospace = H5Dget_space(off);
-      const hssize_t n = H5Sget_simple_extent_npoints(ospace);
-      H5Sclose(ospace);
+      H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+      int64_t row_bytes = static_cast<int64_t>(c10::elementSize(f.dtype));
+      for (int i = 1; i < rank; ++i) {
+        const hsize_t d = dims[static_cast<size_t>(i)];
+        if (d > static_cast<hsize_t>(kMaxItemBytes) || (row_bytes *= static_cast<int64_t>(d)) > kMaxItemBytes)
+          fail(path, where + ": one row of data would hold more than " + std::to_string(kMaxItemBytes) + " bytes");
+        f.inner.push_back(static_cast<int64_t>(d));
+      }
+      const Handle ospace(H5Dget_space(off.get()), H5Sclose);
+      const hssize_t n = H5Sget_simple_extent_npoints(ospace.get());
+      if (H5Sget_simple_extent_ndims(ospace.get()) != 1 || n < 1 || n > kMaxItems + 1)
+        fail(path, where + ": offsets must be one-dimensional with 1 to " + std::to_string(kMaxItems + 1) + " values");
       f.offsets.resize(static_cast<size_t>(n));
-      const herr_t status = H5Dread(off, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, f.offsets.data());
-      H5Dclose(off);
-      if (status < 0 || f.offsets.empty() || f.offsets.front() != 0 ||
-          f.offsets.back() != static_cast<int64_t>(rank > 0 ? dims[0] : 0) ||
+      const herr_t status = H5Dread(off.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, f.offsets.data());
+      if (status < 0 || f.offsets.front() != 0 || f.offsets.back() != static_cast<int64_t>(dims[0]) ||
           !std::is_sorted(f.offsets.begin(), f.offsets.end()))
-        fail(path, where + " has damaged offsets (they must rise from 0 to the data's length " +
-                       std::to_string(rank > 0 ? dims[0] : 0) + ")");
-      splits_[split][field] = std::move(f);
+        fail(path, where + " has damaged offsets (they must rise from 0 to the data's length " + std::to_string(dims[0]) + ")");
+      f.row_bytes = row_bytes;
     }
-    H5Gclose(g);
     // Fields of a split agree on the number of items.
     size_t items = 0;
     for (const auto& [name, f] : splits_[split]) {
@@ -378,15 +444,18 @@ DatasetReader::DatasetReader(const std::string& path, size_t cache_items) : path
       if (f.offsets.size() != items) fail(path, "split '" + split + "': fields disagree on the number of items");
     }
   }
-  H5Gclose(root);
 }
 
-DatasetReader::~DatasetReader() {
+void DatasetReader::close() {
   for (auto& [split, fields] : splits_)
     for (auto& [name, f] : fields)
       if (f.data >= 0) H5Dclose(f.data);
+  splits_.clear();
   if (file_ >= 0) H5Fclose(file_);
+  file_ = -1;
 }
+
+DatasetReader::~DatasetReader() { close(); }
 
 std::vector<std::string> DatasetReader::splits() const {
   std::vector<std::string> out;
@@ -426,6 +495,9 @@ int64_t DatasetReader::length(const std::string& split, const std::string& field
 
 at::Tensor DatasetReader::read(const FieldIndex& f, int64_t i) const {
   const int64_t begin = f.offsets[static_cast<size_t>(i)], rows = f.offsets[static_cast<size_t>(i + 1)] - begin;
+  if (rows > kMaxItemBytes / std::max<int64_t>(1, f.row_bytes))
+    fail(path_, "item " + std::to_string(i) + " claims " + std::to_string(rows) + " rows, more than " + std::to_string(kMaxItemBytes) +
+                    " bytes (damaged offsets?)");
   std::vector<int64_t> shape{rows};
   shape.insert(shape.end(), f.inner.begin(), f.inner.end());
   at::Tensor out = at::empty(shape, f.dtype);

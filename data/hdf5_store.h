@@ -92,7 +92,10 @@ class DatasetReader {
     std::vector<int64_t> offsets;
     std::vector<int64_t> inner;  // dimensions after the first
     at::ScalarType dtype = at::kFloat;
+    int64_t row_bytes = 0;  // bytes of one row (first-dimension step)
   };
+  void open();
+  void close();
   const FieldIndex& index(const std::string& split, const std::string& field) const;
   at::Tensor read(const FieldIndex& f, int64_t item) const;
 

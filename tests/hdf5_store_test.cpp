@@ -17,6 +17,8 @@
 
 #include "data/hdf5_store.h"
 
+#include <hdf5.h>
+
 namespace wavetrain::data {
 namespace {
 
@@ -175,6 +177,195 @@ TEST(Hdf5Store, ConcurrentReadersSeeTheSameItems) {
     });
   for (std::thread& th : threads) th.join();
   EXPECT_EQ(mismatches.load(), 0);
+}
+
+// ---- damaged files ----------------------------------------------------------------------------
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void put_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+std::string le(uint64_t v, int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i) s += static_cast<char>((v >> (8 * i)) & 0xFF);
+  return s;
+}
+
+// A minimal valid store written with HDF5's defaults (version-1 object headers, no checksums), the
+// way h5py writes one: attributes as variable-length strings, one split with one field.
+void write_plain_hdf5_store(const std::string& path) {
+  const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t scalar = H5Screate(H5S_SCALAR);
+  const hid_t text = H5Tcopy(H5T_C_S1);
+  H5Tset_size(text, H5T_VARIABLE);
+  H5Tset_cset(text, H5T_CSET_UTF8);
+  const char* format = "wavetrain-dataset";
+  hid_t a = H5Acreate2(file, "format", text, scalar, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, text, &format);
+  H5Aclose(a);
+  const int64_t one = 1;
+  a = H5Acreate2(file, "complete", H5T_NATIVE_INT64, scalar, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, H5T_NATIVE_INT64, &one);
+  H5Aclose(a);
+  const hid_t split = H5Gcreate2(file, "train", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t field = H5Gcreate2(split, "x", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  const float values[4] = {1, 2, 3, 4};
+  const int64_t offsets[3] = {0, 1, 4};
+  hsize_t n = 4;
+  hid_t space = H5Screate_simple(1, &n, nullptr);
+  hid_t d = H5Dcreate2(field, "data", H5T_NATIVE_FLOAT, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values);
+  H5Dclose(d);
+  H5Sclose(space);
+  n = 3;
+  space = H5Screate_simple(1, &n, nullptr);
+  d = H5Dcreate2(field, "offsets", H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, offsets);
+  H5Dclose(d);
+  H5Sclose(space);
+  H5Gclose(field);
+  H5Gclose(split);
+  H5Tclose(text);
+  H5Sclose(scalar);
+  H5Fclose(file);
+}
+
+// The offset of the 4-byte global-heap object index that the 'format' attribute's reference holds:
+// the string's length (17) and the heap collection's address come just before it.
+size_t format_heap_index_offset(const std::string& bytes) {
+  const size_t heap = bytes.find("GCOL");
+  if (heap == std::string::npos) return std::string::npos;
+  const size_t at = bytes.find(le(17, 4) + le(heap, 8));
+  return at == std::string::npos ? at : at + 12;
+}
+
+// The audit's crash: 4 changed bytes (the heap object index of the first string attribute) made
+// H5Aread dereference a heap object that does not exist (SIGSEGV). Both a store wavetrain writes
+// (checksummed headers) and one written with HDF5's defaults (no checksums) must give an error
+// naming the file.
+TEST(Hdf5Store, DamagedStringAttributeReferenceIsAnErrorNotACrash) {
+  const std::string ours = temp_dir() + "/ours.h5", plain = temp_dir() + "/plain.h5";
+  build(ours, 3, 1);
+  write_plain_hdf5_store(plain);
+  ASSERT_EQ(DatasetReader(plain).size("train"), 2);  // valid before it is damaged
+  for (const std::string& path : {ours, plain}) {
+    const std::string good = file_bytes(path);
+    const size_t index = format_heap_index_offset(good);
+    ASSERT_NE(index, std::string::npos) << path;
+    for (const uint32_t wrong : {2u, 77u, 0xFFFFu, 0x7FFFFFFFu}) {
+      std::string bad = good;
+      bad.replace(index, 4, le(wrong, 4));
+      put_bytes(path, bad);
+      try {
+        DatasetReader r(path);
+        FAIL() << path << ": heap index " << wrong << " was accepted";
+      } catch (const StoreError& e) {
+        EXPECT_EQ(std::string(e.what()).rfind(path + ": ", 0), 0u) << e.what();
+      }
+    }
+    put_bytes(path, good);
+  }
+}
+
+// The other half of a string's reference: the heap object itself. An object whose size runs past
+// its collection, or a collection size past the end of the file.
+TEST(Hdf5Store, DamagedGlobalHeapIsAnErrorNotACrash) {
+  const std::string plain = temp_dir() + "/plain_heap.h5";
+  write_plain_hdf5_store(plain);
+  const std::string good = file_bytes(plain);
+  const size_t heap = good.find("GCOL"), text = good.find("wavetrain-dataset");
+  ASSERT_NE(heap, std::string::npos);
+  ASSERT_NE(text, std::string::npos);
+  std::string bad = good;
+  bad.replace(text - 8, 8, le(uint64_t{1} << 40, 8));  // the object's size
+  put_bytes(plain, bad);
+  try {
+    DatasetReader r(plain);
+    FAIL() << "a heap object larger than its collection was accepted";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("more than its collection holds"), std::string::npos) << e.what();
+  }
+  bad = good;
+  bad.replace(heap + 8, 8, le(uint64_t{1} << 50, 8));  // the collection's size
+  put_bytes(plain, bad);
+  EXPECT_THROW(DatasetReader r(plain), StoreError);
+}
+
+// Chunks carry Fletcher-32 checksums: a flipped byte in a compressed chunk is an error on reading
+// that item, never different numbers.
+TEST(Hdf5Store, DamagedChunkFailsItsChecksum) {
+  const std::string path = temp_dir() + "/chunk.h5";
+  {
+    DatasetWriter w(path);
+    w.add("train", {{"x", at::arange(1000, at::kFloat)}});
+    w.finish();
+  }
+  {
+    const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    const hid_t d = H5Dopen2(f, "/train/x/data", H5P_DEFAULT);
+    const hid_t plist = H5Dget_create_plist(d);
+    EXPECT_GT(H5Pget_nfilters(plist), 2);  // shuffle, deflate, fletcher32
+    EXPECT_GT(H5Pget_filter_by_id2(plist, H5Z_FILTER_FLETCHER32, nullptr, nullptr, nullptr, 0, nullptr, nullptr), -1);
+    haddr_t chunk = HADDR_UNDEF;
+    hsize_t chunk_size = 0, origin = 0;
+    H5Dget_chunk_info_by_coord(d, &origin, nullptr, &chunk, &chunk_size);
+    H5Pclose(plist);
+    H5Dclose(d);
+    H5Fclose(f);
+    ASSERT_NE(chunk, HADDR_UNDEF);
+    std::string bytes = file_bytes(path);
+    bytes[chunk + chunk_size / 2] ^= 0x5A;
+    put_bytes(path, bytes);
+  }
+  DatasetReader r(path);
+  try {
+    r.item("train", 0);
+    FAIL() << "a damaged chunk was read";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("damaged data"), std::string::npos) << e.what();
+  }
+}
+
+// A store that claims absurd sizes is refused before anything is allocated for them.
+TEST(Hdf5Store, AbsurdSizesAreRefusedBeforeAllocation) {
+  const std::string path = temp_dir() + "/absurd.h5";
+  write_plain_hdf5_store(path);
+  {  // item 1 of 4 values claims 2^40 of them: data is grown (unwritten chunks read as zeros)
+    const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    H5Ldelete(f, "/train/x/data", H5P_DEFAULT);
+    H5Ldelete(f, "/train/x/offsets", H5P_DEFAULT);
+    const hid_t g = H5Gopen2(f, "/train/x", H5P_DEFAULT);
+    hsize_t n = hsize_t{1} << 40, max = H5S_UNLIMITED, chunk = 1024;
+    hid_t space = H5Screate_simple(1, &n, &max);
+    const hid_t plist = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(plist, 1, &chunk);
+    H5Dclose(H5Dcreate2(g, "data", H5T_NATIVE_FLOAT, space, H5P_DEFAULT, plist, H5P_DEFAULT));
+    H5Pclose(plist);
+    H5Sclose(space);
+    const int64_t offsets[3] = {0, 1, int64_t{1} << 40};
+    n = 3;
+    space = H5Screate_simple(1, &n, nullptr);
+    const hid_t d = H5Dcreate2(g, "offsets", H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, offsets);
+    H5Dclose(d);
+    H5Sclose(space);
+    H5Gclose(g);
+    H5Fclose(f);
+  }
+  DatasetReader r(path);
+  EXPECT_EQ(r.item("train", 0).at("x").numel(), 1);
+  try {
+    r.item("train", 1);
+    FAIL() << "an item of 2^40 values was read";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("more than 1073741824 bytes"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
