@@ -16,6 +16,8 @@ namespace {
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) { throw AudioError(path + ": " + what); }
 
+constexpr int64_t kReadBlockFrames = 1 << 16;
+
 struct SndfileCloser {
   void operator()(SNDFILE* f) const { sf_close(f); }
 };
@@ -49,23 +51,44 @@ Audio read_audio(const std::string& path, const ReadOptions& options) {
   SF_INFO info{};
   Sndfile file(sf_open(path.c_str(), SFM_READ, &info));
   if (!file) fail(path, std::string("not a readable audio file (libsndfile: ") + sf_strerror(nullptr) + ")");
-  if (info.channels < 1 || info.samplerate < 1) fail(path, "reports no channels or no sample rate");
+  // A header's numbers are not trusted: a damaged rate would make the resampler ask for billions
+  // of samples (or crash in libsoxr), a damaged length would allocate gigabytes up front.
+  if (info.channels < 1 || info.channels > kMaxChannels)
+    fail(path, "its header gives " + std::to_string(info.channels) + " channels (1 to " + std::to_string(kMaxChannels) + " are read)");
+  if (info.samplerate < kMinSampleRate || info.samplerate > kMaxSampleRate)
+    fail(path, "its header gives a sample rate of " + std::to_string(info.samplerate) + " Hz; " + std::to_string(kMinSampleRate) +
+                   " to " + std::to_string(kMaxSampleRate) + " Hz are read (damaged header?)");
   if (options.channels > 0 && info.channels != options.channels)
     fail(path, "expected " + std::to_string(options.channels) + " channel" + (options.channels == 1 ? "" : "s") +
                    ", found " + std::to_string(info.channels));
   const int64_t frames = info.frames, channels = info.channels;
-  std::vector<float> interleaved(static_cast<size_t>(frames * channels));
-  const sf_count_t got = frames > 0 ? sf_readf_float(file.get(), interleaved.data(), frames) : 0;
+  if (frames < 0 || frames > kMaxSamples / channels)
+    fail(path, "its header gives " + std::to_string(frames) + " frames of " + std::to_string(channels) + " channels; at most " +
+                   std::to_string(kMaxSamples) + " samples are read");
+  // Read in blocks, so that memory follows what the file holds rather than what its header says.
+  std::vector<float> interleaved;
+  int64_t got = 0;
+  while (got < frames) {
+    const int64_t want = std::min<int64_t>(frames - got, kReadBlockFrames);
+    interleaved.resize(static_cast<size_t>((got + want) * channels));
+    const sf_count_t n = sf_readf_float(file.get(), interleaved.data() + got * channels, want);
+    if (n <= 0) break;
+    got += n;
+  }
   if (got != frames)
-    fail(path, "truncated or unreadable: expected " + std::to_string(frames) + " frames, read " + std::to_string(got) +
-                   " (libsndfile: " + sf_strerror(file.get()) + ")");
+    fail(path, "truncated or unreadable: its header gives " + std::to_string(frames) + " frames, " + std::to_string(got) +
+                   " could be read (libsndfile: " + sf_strerror(file.get()) + ")");
   Audio audio;
   audio.sample_rate = info.samplerate;
   // clone, not contiguous(): for one channel the transpose is already contiguous and would still
   // point into `interleaved`.
   audio.samples = at::from_blob(interleaved.data(), {frames, channels}, at::kFloat).t().clone(at::MemoryFormat::Contiguous);
   if (options.sample_rate > 0 && options.sample_rate != audio.sample_rate) {
-    audio.samples = resample(audio.samples, audio.sample_rate, options.sample_rate, options.quality);
+    try {
+      audio.samples = resample(audio.samples, audio.sample_rate, options.sample_rate, options.quality);
+    } catch (const std::invalid_argument& e) {
+      fail(path, e.what());
+    }
     audio.sample_rate = options.sample_rate;
   }
   return audio;
@@ -125,14 +148,19 @@ void write_wav(const std::string& path, const at::Tensor& samples_in, int sample
 }
 
 at::Tensor resample(const at::Tensor& samples_in, double from_rate, double to_rate, ResampleQuality quality) {
-  if (!(from_rate > 0) || !(to_rate > 0))
-    throw std::invalid_argument("resample: rates must be positive, got " + std::to_string(from_rate) + " -> " +
-                                std::to_string(to_rate));
+  for (const double rate : {from_rate, to_rate})
+    if (!(rate >= kMinSampleRate && rate <= kMaxSampleRate))
+      throw std::invalid_argument("resample: rates must be " + std::to_string(kMinSampleRate) + " to " + std::to_string(kMaxSampleRate) +
+                                  " Hz, got " + std::to_string(from_rate) + " -> " + std::to_string(to_rate));
   const bool mono = samples_in.dim() == 1;
   const at::Tensor samples = (mono ? samples_in.unsqueeze(0) : samples_in).to(at::kFloat).cpu().contiguous();
   if (from_rate == to_rate) return mono ? samples.squeeze(0) : samples;
   const int64_t channels = samples.size(0), frames = samples.size(1);
-  const int64_t out_frames = static_cast<int64_t>(std::llround(static_cast<double>(frames) * to_rate / from_rate));
+  const double wanted = std::round(static_cast<double>(frames) * to_rate / from_rate);
+  if (!(wanted * static_cast<double>(channels) <= static_cast<double>(kMaxSamples)))
+    throw std::invalid_argument("resample: " + std::to_string(frames) + " frames from " + std::to_string(from_rate) + " Hz to " +
+                                std::to_string(to_rate) + " Hz would give more than " + std::to_string(kMaxSamples) + " samples");
+  const int64_t out_frames = static_cast<int64_t>(wanted);
   const at::Tensor in = samples.t().contiguous();  // soxr works on interleaved frames
   at::Tensor out = at::empty({out_frames, channels}, at::kFloat);
   const soxr_io_spec_t io = soxr_io_spec(SOXR_FLOAT32_I, SOXR_FLOAT32_I);

@@ -20,6 +20,13 @@ class AudioError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What is read, and resampled: rates outside this range and lengths past kMaxSamples (channels x
+// frames; 2^31 is 12 hours of 48 kHz stereo) are refused before anything is allocated for them.
+inline constexpr int kMinSampleRate = 1000;
+inline constexpr int kMaxSampleRate = 768000;
+inline constexpr int kMaxChannels = 64;
+inline constexpr int64_t kMaxSamples = int64_t{1} << 31;
+
 struct Audio {
   at::Tensor samples;  // float32 [channels][samples]
   int sample_rate = 0;
@@ -46,7 +53,8 @@ void write_wav(const std::string& path, const at::Tensor& samples, int sample_ra
                WavSubtype subtype = WavSubtype::kPcm16);
 
 // [channels][samples] (or [samples]) at from_rate -> to_rate with libsoxr; float32 out. The output
-// has round(samples * to_rate / from_rate) samples. Equal rates return the input as float32.
+// has round(samples * to_rate / from_rate) samples. Equal rates return the input as float32. Rates
+// outside kMinSampleRate..kMaxSampleRate, or an output past kMaxSamples, throw std::invalid_argument.
 at::Tensor resample(const at::Tensor& samples, double from_rate, double to_rate,
                     ResampleQuality quality = ResampleQuality::kHigh);
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "data/audio_io.h"
@@ -103,6 +104,68 @@ TEST(AudioIo, ErrorsNameTheFile) {
   write_wav(keep, at::zeros({100}), 8000);
   EXPECT_THROW(write_wav(keep, at::full({100}, NAN), 8000), AudioError);
   EXPECT_EQ(read_audio(keep).samples.size(1), 100);
+}
+
+// A 16-bit mono WAV of `frames` samples whose header says `rate` Hz and, when given, a data
+// chunk of `declared_bytes` (the audit's damaged headers are rebuilt here, byte by byte).
+std::string wav_bytes(uint32_t rate, uint32_t frames, std::optional<uint32_t> declared_bytes = std::nullopt) {
+  auto u32 = [](uint32_t v) { return std::string{char(v & 0xFF), char(v >> 8 & 0xFF), char(v >> 16 & 0xFF), char(v >> 24 & 0xFF)}; };
+  auto u16 = [](uint16_t v) { return std::string{char(v & 0xFF), char(v >> 8 & 0xFF)}; };
+  const uint32_t data = frames * 2;
+  std::string w = "RIFF" + u32(36 + data) + "WAVE";
+  w += "fmt " + u32(16) + u16(1) + u16(1) + u32(rate) + u32(rate * 2) + u16(2) + u16(16);
+  w += "data" + u32(declared_bytes.value_or(data));
+  for (uint32_t i = 0; i < frames; ++i) w += u16(static_cast<uint16_t>(i * 37));
+  return w;
+}
+
+std::string write_bytes(const std::string& name, const std::string& bytes) {
+  const std::string path = temp_dir() + "/" + name;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+// The audit's crashes and hangs: rates of 268,483,456 Hz and 2^31 - 1 Hz crashed in libsoxr, 1 and
+// 2 Hz made a 4.8 KB file resample to 115 M and 58 M samples. Each is now an error naming the file
+// and the range, before anything is resampled or allocated.
+TEST(AudioIo, SampleRateFromTheHeaderIsBounded) {
+  for (const uint32_t rate : {268483456u, 2147483647u, 1u, 2u, 999u, 768001u}) {
+    const std::string path = write_bytes("rate_" + std::to_string(rate) + ".wav", wav_bytes(rate, 2400));
+    ReadOptions o;
+    o.sample_rate = 48000;
+    try {
+      read_audio(path, o);
+      FAIL() << rate << " Hz was accepted";
+    } catch (const AudioError& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind(path + ": ", 0), 0u) << what;
+      EXPECT_NE(what.find("sample rate of " + std::to_string(rate) + " Hz; 1000 to 768000 Hz"), std::string::npos) << what;
+    }
+  }
+  // The ends of the range are read and resampled.
+  for (const uint32_t rate : {1000u, 768000u}) {
+    ReadOptions o;
+    o.sample_rate = 48000;
+    const Audio a = read_audio(write_bytes("edge.wav", wav_bytes(rate, 2400)), o);
+    EXPECT_EQ(a.samples.size(1), std::llround(2400.0 * 48000 / rate));
+  }
+  EXPECT_THROW(resample(at::zeros({10}), 48000, 1), std::invalid_argument);
+  EXPECT_THROW(resample(at::zeros({10}), 1e9, 48000), std::invalid_argument);
+}
+
+// A header that declares about 4 GB of data in a 4.8 KB file gave std::bad_alloc without a file
+// name; memory now follows what the file holds, and the shortfall is reported with the file.
+TEST(AudioIo, DeclaredLengthIsNotTrusted) {
+  const std::string path = write_bytes("huge.wav", wav_bytes(48000, 2400, 0xFFFFFFF0u));
+  try {
+    const Audio a = read_audio(path);
+    // libsndfile may clip the data chunk to the file instead: then every real sample is read.
+    EXPECT_EQ(a.samples.size(1), 2400);
+  } catch (const AudioError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind(path + ": ", 0), 0u) << what;
+    EXPECT_NE(what.find("truncated"), std::string::npos) << what;
+  }
 }
 
 }  // namespace
