@@ -13,6 +13,7 @@
 #include "experiments/amp/amp_task.h"
 #include "experiments/amp/capture.h"
 #include "experiments/amp/synth.h"
+#include "experiments/amp/wavenet_stream.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config/yaml_io.h"
 #include "trainer/weights.h"
@@ -29,6 +30,14 @@ amp::AmpModel load_model(const std::string& path) {
   const config::Config cfg(config::load_yaml_string(s.config_yaml, path + " (recorded config)"));
   amp::AmpModel m = amp::amp_model_from_config(cfg);
   load_state_dict(m.module(), s.model, /*strict=*/true, path);
+  if (cfg.has("nam.version")) m.nam_version = cfg.get_string("nam.version");  // an imported .nam file's
+  if (cfg.has("nam.metadata")) {
+    try {
+      m.metadata = nlohmann::json::parse(cfg.get_string("nam.metadata"));
+    } catch (const nlohmann::json::exception& e) {
+      throw std::runtime_error(path + ": the recorded nam.metadata is not JSON: " + e.what());
+    }
+  }
   for (const auto& [name, value] : s.metrics)
     if (name == "val/esr") m.metadata["training"]["validation_esr"] = value;
   return m;
@@ -114,10 +123,18 @@ void add_amp_commands(CLI::App& app) {
     TrainingState s;
     s.model = module_state_dict(m.module());
     const std::string preset = preset_of(m);
-    s.config_yaml = "model:\n  architecture: " + std::string(m.wavenet ? "wavenet" : "lstm") + "\n";
-    if (!preset.empty()) s.config_yaml += "  preset: '" + preset + "'\n";
-    else s.config_yaml += "  nam_config: '" + (m.wavenet ? amp::wavenet_config_to_json(m.wavenet->config()) : amp::lstm_config_to_json(m.lstm->config())).dump() + "'\n";
-    s.config_yaml += "amp:\n  sample_rate: " + std::to_string(m.sample_rate) + "\n";
+    // The recorded config says how to rebuild the model, and keeps the file's version and
+    // metadata (name, modeled_by, gear, loudness, ...) so that `export nam` writes them back.
+    config::Node cfg = config::Node::mapping();
+    cfg.set_path("model.architecture", config::Node::string(m.wavenet ? "wavenet" : "lstm"));
+    if (!preset.empty()) cfg.set_path("model.preset", config::Node::string(preset));
+    else
+      cfg.set_path("model.nam_config", config::Node::string(
+                                           (m.wavenet ? amp::wavenet_config_to_json(m.wavenet->config()) : amp::lstm_config_to_json(m.lstm->config())).dump()));
+    cfg.set_path("amp.sample_rate", config::Node::floating(m.sample_rate));
+    cfg.set_path("nam.version", config::Node::string(m.nam_version));
+    cfg.set_path("nam.metadata", config::Node::string(m.metadata.dump()));
+    s.config_yaml = config::to_yaml(cfg);
     Checkpoint::save(*target, s);
     std::printf("wrote %s (%s%s)\n", target->c_str(), m.architecture.c_str(), preset.empty() ? "" : (", preset " + preset).c_str());
   });
@@ -139,6 +156,15 @@ void add_amp_commands(CLI::App& app) {
     ro.channels = 1;
     ro.sample_rate = static_cast<int>(m.sample_rate);
     const data::Audio audio = data::read_audio(*in, ro);
+    // Stream mode has a fast kernel for ungated Tanh WaveNets only (every NAM preset). Others run
+    // as exact mode in buffers of --chunk samples, far below real time at small buffers: say so.
+    if (options->mode == "stream" && m.wavenet) {
+      if (const std::string why = amp::WaveNetStream::why_not_streamable(m.wavenet->config()); !why.empty())
+        std::fprintf(stderr,
+                     "wavetrain: note: %s has no stream-mode kernel (%s); it runs as exact mode in %lld-sample buffers, "
+                     "which can be far slower than real time\n",
+                     source->c_str(), why.c_str(), static_cast<long long>(options->chunk));
+    }
     const auto t0 = std::chrono::steady_clock::now();
     const at::Tensor y = amp::process(m, audio.samples[0], *options);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

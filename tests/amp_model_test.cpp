@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <nlohmann/json.hpp>
 
 #include "experiments/amp/amp_model.h"
 #include "experiments/amp/wavenet_cpu.h"
@@ -99,6 +100,82 @@ TEST(AmpModels, NamFilesRoundTrip) {
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()), broken + ": WaveNet config: 'layers' must be a non-empty list");
   }
+}
+
+// The weight count computed from a config (what a .nam file is checked against before any module
+// is built) equals what the built model exports, for every preset and a gated two-output model.
+TEST(AmpModels, WeightCountFromTheConfigEqualsTheModel) {
+  for (const std::string& p : wavenet_preset_names()) {
+    const WaveNet w(wavenet_preset(p));
+    EXPECT_EQ(wavenet_weight_count(w->config()), static_cast<int64_t>(w->export_weights().size())) << p;
+  }
+  WaveNetConfig gated = wavenet_preset("nano");
+  gated.layers[0].gated = true;
+  gated.layers[1].head_bias = false;
+  gated.layers[1].kernel_size = 4;
+  EXPECT_EQ(wavenet_weight_count(gated), static_cast<int64_t>(WaveNet(gated)->export_weights().size()));
+  for (const std::string& p : lstm_preset_names()) {
+    const Lstm l(lstm_preset(p));
+    EXPECT_EQ(lstm_weight_count(l->config()), static_cast<int64_t>(l->export_weights().size())) << p;
+  }
+}
+
+// An outside audit's .nam files with absurd sizes (an LSTM of 10,000 layers, huge channel counts,
+// kernel sizes, dilations) are refused at import with the limit they broke, before any module is
+// built; so are wrong types and weight counts, each with the file's name.
+TEST(AmpModels, NamFilesWithAbsurdSizesAreRefused) {
+  const std::string path = temp_path("absurd.nam");
+  auto expect_refused = [&](const nlohmann::json& j, const std::string& expected) {
+    std::ofstream(path) << j.dump();
+    try {
+      read_nam(path);
+      ADD_FAILURE() << "accepted: " << expected;
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(path + ": ", 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  nlohmann::json lstm = {{"version", "0.5.4"}, {"architecture", "LSTM"},
+                         {"config", {{"input_size", 1}, {"hidden_size", 24}, {"num_layers", 10000}}}, {"weights", nlohmann::json::array()}};
+  expect_refused(lstm, "num_layers 10000 and hidden_size 24; the limits are 16 layers and 4096 hidden units");
+  lstm["config"]["num_layers"] = 16;
+  lstm["config"]["hidden_size"] = 4096;
+  expect_refused(lstm, "16 layers of 4096 units have 2080788481 weights; the limit is 16777216");
+  lstm["config"]["hidden_size"] = 8;
+  expect_refused(lstm, "0 weights, its config has");
+
+  AmpModel nano = make_amp_model("wavenet", "nano");
+  write_nam(path, nano);
+  nlohmann::json wavenet;
+  std::ifstream(path) >> wavenet;
+  auto with = [&](const std::string& key, const nlohmann::json& value) {
+    nlohmann::json j = wavenet;
+    j["config"]["layers"][0][key] = value;
+    return j;
+  };
+  expect_refused(with("channels", 1000000), "layers[0].channels is 1000000; the limit is 1 to 1024");
+  expect_refused(with("kernel_size", 1000000), "layers[0].kernel_size is 1000000; the limit is 1 to 64");
+  expect_refused(with("dilations", {1, 1000000000}), "layers[0].dilations[1] is 1000000000; the limit is 1 to 65536");
+  expect_refused(with("dilations", std::vector<int>(1000, 1)), "layers[0].dilations' length is 1000; the limit is 1 to 128");
+  expect_refused(with("dilations", std::vector<int>(128, 65536)), "the receptive field (samples) is");
+  expect_refused(with("channels", "sixteen"), "type must be number");
+  nlohmann::json many = wavenet;
+  many["config"]["layers"] = std::vector<nlohmann::json>(100, wavenet["config"]["layers"][0]);
+  expect_refused(many, "the number of layer arrays is 100; the limit is 1 to 16");
+  nlohmann::json j = wavenet;
+  j["weights"].push_back(0.5);
+  expect_refused(j, "843 weights, its config has 842");
+  j = wavenet;
+  j["weights"][3] = "x";
+  expect_refused(j, "type must be number");
+  j = wavenet;
+  j["version"] = 5;
+  expect_refused(j, "type must be string");
+  j = wavenet;
+  j["sample_rate"] = 1e12;
+  expect_refused(j, "sample_rate 1000000000000.000000 is outside 1000 to 768000 Hz");
+  expect_refused(nlohmann::json::array({1, 2}), "is JSON but not an object");
+  std::filesystem::remove(path);
 }
 
 TEST(AmpModels, AnIndependentReaderOfTheFileGetsTheSameOutput) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/audio_io.h"
+#include "experiments/amp/amp_model.h"
 #include "tests/run_process.h"
 
 namespace fs = std::filesystem;
@@ -141,6 +142,59 @@ TEST(CliAmp, TrainExportImportInfer) {
 }  // namespace
 
 namespace {
+
+// import nam -> export nam keeps the file's version and all of its metadata (an outside audit
+// found everything but the date dropped and the version rewritten), for a preset and a custom model.
+TEST(CliAmp, ImportExportKeepsVersionAndMetadata) {
+  const fs::path dir = fresh("metadata");
+  const nlohmann::json metadata = {{"name", "Bob's \"Plexi\": crunch"}, {"modeled_by", "Bob"}, {"gear_make", "Marshall"},
+                                   {"gear_type", "amp"}, {"tone_type", "crunch"}, {"loudness", -12.5},
+                                   {"date", {{"year", 2024}, {"month", 2}, {"day", 29}, {"hour", 1}, {"minute", 2}, {"second", 3}}},
+                                   {"training", {{"validation_esr", 0.0042}, {"settings", {{"epochs", 100}}}}}};
+  for (const std::string& preset : {std::string("nano"), std::string("custom")}) {
+    namespace amp = wavetrain::experiments::amp;
+    amp::AmpModel m = amp::make_amp_model("wavenet", "nano");
+    if (preset == "custom") {
+      amp::WaveNetConfig c = m.wavenet->config();
+      c.layers[1].kernel_size = 2;
+      m.wavenet = amp::WaveNet(c);
+    }
+    m.metadata = metadata;
+    m.nam_version = "0.5.2";
+    amp::write_nam((dir / (preset + ".nam")).string(), m);
+    const Result imported = wavetrain_in(dir, "import nam " + preset + ".nam -o " + preset + ".ckpt");
+    ASSERT_EQ(imported.exit_code, 0) << imported.err;
+    const Result exported = wavetrain_in(dir, "export nam " + preset + ".ckpt -o " + preset + "_again.nam");
+    ASSERT_EQ(exported.exit_code, 0) << exported.err;
+    std::ifstream in(dir / (preset + "_again.nam"));
+    const nlohmann::json again = nlohmann::json::parse(in);
+    EXPECT_EQ(again["version"], "0.5.2") << preset;
+    EXPECT_EQ(again["metadata"], metadata) << preset << "\n" << again["metadata"].dump();
+  }
+}
+
+// Stream mode has no fast kernel for a gated WaveNet: infer says so instead of silently running
+// far below real time.
+TEST(CliAmp, StreamModeSaysWhenAModelHasNoStreamKernel) {
+  const fs::path dir = fresh("stream_note");
+  namespace amp = wavetrain::experiments::amp;
+  amp::WaveNetConfig c = amp::wavenet_preset("nano");
+  c.layers[0].gated = true;
+  amp::AmpModel m = amp::make_amp_model("wavenet", "nano");
+  m.wavenet = amp::WaveNet(c);
+  amp::write_nam((dir / "gated.nam").string(), m);
+  amp::write_nam((dir / "nano.nam").string(), amp::make_amp_model("wavenet", "nano"));
+  wavetrain::data::write_wav((dir / "in.wav").string(), at::zeros({4800}), 48000);
+  const Result gated = wavetrain_in(dir, "infer gated.nam in.wav -o out.wav --mode stream --chunk 64");
+  ASSERT_EQ(gated.exit_code, 0) << gated.err;
+  EXPECT_NE(gated.err.find("note: gated.nam has no stream-mode kernel (layer array 0 is gated); it runs as exact mode in "
+                           "64-sample buffers"),
+            std::string::npos)
+      << gated.err;
+  const Result plain = wavetrain_in(dir, "infer nano.nam in.wav -o out.wav --mode stream --chunk 64");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.err.find("note:"), std::string::npos) << plain.err;
+}
 
 TEST(CliAmp, LstmTrainsAndExports) {
   const fs::path dir = fresh("lstm");

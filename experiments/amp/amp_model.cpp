@@ -52,7 +52,7 @@ AmpModel make_amp_model(const std::string& architecture, const std::string& pres
 
 void write_nam(const std::string& path, const AmpModel& m) {
   nlohmann::json j;
-  j["version"] = kNamVersion;
+  j["version"] = m.nam_version.empty() ? kNamVersion : m.nam_version;
   j["architecture"] = m.architecture;
   j["config"] = m.wavenet ? wavenet_config_to_json(m.wavenet->config()) : lstm_config_to_json(m.lstm->config());
   j["weights"] = m.wavenet ? m.wavenet->export_weights() : m.lstm->export_weights();
@@ -86,23 +86,46 @@ AmpModel read_nam(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     bad_file(path, std::string("not JSON: ") + e.what());
   }
+  if (!j.is_object()) bad_file(path, "is JSON but not an object (not a .nam file?)");
   for (const char* key : {"version", "architecture", "config", "weights"})
     if (!j.contains(key)) bad_file(path, std::string("no '") + key + "' (not a .nam file?)");
-  const std::string version = j["version"].get<std::string>();
-  if (version.rfind("0.5.", 0) != 0) bad_file(path, "version " + version + "; this reader takes 0.5.x");
   AmpModel m;
-  m.architecture = j["architecture"].get<std::string>();
+  // Everything below reads values whose type the file decides: a wrong type is a JSON type error,
+  // reported with the file's name like any other problem.
   try {
-    if (m.architecture == "WaveNet") m.wavenet = WaveNet(wavenet_config_from_json(j["config"]));
-    else if (m.architecture == "LSTM") m.lstm = Lstm(lstm_config_from_json(j["config"]));
-    else bad_file(path, "architecture '" + m.architecture + "' is not WaveNet or LSTM");
-    const std::vector<float> w = j["weights"].get<std::vector<float>>();
+    const std::string version = j.at("version").get<std::string>();
+    if (version.rfind("0.5.", 0) != 0) bad_file(path, "version " + version + "; this reader takes 0.5.x");
+    m.nam_version = version;
+    m.architecture = j.at("architecture").get<std::string>();
+    const nlohmann::json& weights = j.at("weights");
+    if (!weights.is_array()) bad_file(path, "'weights' is not a list");
+    // The config is checked against its limits and the weight count against it before any
+    // module is built: a file cannot make the reader allocate more than its weights' worth.
+    int64_t expected = 0;
+    if (m.architecture == "WaveNet") {
+      const WaveNetConfig c = wavenet_config_from_json(j.at("config"));
+      expected = wavenet_weight_count(c);
+      if (static_cast<int64_t>(weights.size()) == expected) m.wavenet = WaveNet(c);
+    } else if (m.architecture == "LSTM") {
+      const LstmConfig c = lstm_config_from_json(j.at("config"));
+      expected = lstm_weight_count(c);
+      if (static_cast<int64_t>(weights.size()) == expected) m.lstm = Lstm(c);
+    } else {
+      bad_file(path, "architecture '" + m.architecture + "' is not WaveNet or LSTM");
+    }
+    if (static_cast<int64_t>(weights.size()) != expected)
+      bad_file(path, std::to_string(weights.size()) + " weights, its config has " + std::to_string(expected));
+    const std::vector<float> w = weights.get<std::vector<float>>();
     if (m.wavenet) m.wavenet->import_weights(w);
     else m.lstm->import_weights(w);
+    if (j.contains("sample_rate") && !j.at("sample_rate").is_null()) m.sample_rate = j.at("sample_rate").get<double>();
   } catch (const std::invalid_argument& e) {
     bad_file(path, e.what());
+  } catch (const nlohmann::json::exception& e) {
+    bad_file(path, e.what());
   }
-  m.sample_rate = j.value("sample_rate", 48000.0);
+  if (!(m.sample_rate >= 1000 && m.sample_rate <= 768000))
+    bad_file(path, "sample_rate " + std::to_string(m.sample_rate) + " is outside 1000 to 768000 Hz");
   if (j.contains("metadata") && j["metadata"].is_object()) m.metadata = j["metadata"];
   return m;
 }

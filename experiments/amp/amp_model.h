@@ -31,6 +31,9 @@ struct AmpModel {
   Lstm lstm{nullptr};
   double sample_rate = 48000;
   nlohmann::json metadata = nlohmann::json::object();
+  // The version a .nam file was read with (0.5.x); written back unchanged. Empty for a model
+  // trained here, which is written as the version write_nam implements.
+  std::string nam_version;
 
   torch::nn::Module& module();
   int64_t receptive_field() const;  // 1 for the LSTM (it has state instead)

@@ -30,7 +30,21 @@ LstmConfig lstm_config_from_json(const nlohmann::json& j) {
   c.num_layers = j.at("num_layers").get<int64_t>();
   if (c.input_size != 1 || c.hidden_size < 1 || c.num_layers < 1)
     throw std::invalid_argument("LSTM config: needs input_size 1, hidden_size >= 1 and num_layers >= 1");
+  if (c.num_layers > kLstmLimits.num_layers || c.hidden_size > kLstmLimits.hidden_size)
+    throw std::invalid_argument("LSTM config: num_layers " + std::to_string(c.num_layers) + " and hidden_size " + std::to_string(c.hidden_size) +
+                                "; the limits are " + std::to_string(kLstmLimits.num_layers) + " layers and " +
+                                std::to_string(kLstmLimits.hidden_size) + " hidden units");
+  if (const int64_t n = lstm_weight_count(c); n > kLstmLimits.weights)
+    throw std::invalid_argument("LSTM config: " + std::to_string(c.num_layers) + " layers of " + std::to_string(c.hidden_size) + " units have " +
+                                std::to_string(n) + " weights; the limit is " + std::to_string(kLstmLimits.weights));
   return c;
+}
+
+int64_t lstm_weight_count(const LstmConfig& c) {
+  const int64_t h = c.hidden_size;
+  int64_t n = h + 1;  // head weight and bias
+  for (int64_t i = 0; i < c.num_layers; ++i) n += 4 * h * ((i == 0 ? c.input_size : h) + h) + 4 * h + 2 * h;
+  return n;
 }
 
 LstmImpl::LstmImpl(LstmConfig config) : config_(config) {
@@ -78,11 +92,7 @@ std::vector<float> LstmImpl::export_weights() const {
 
 void LstmImpl::import_weights(const std::vector<float>& w) {
   const int64_t h = config_.hidden_size;
-  size_t expected = static_cast<size_t>(h + 1);
-  for (int64_t i = 0; i < config_.num_layers; ++i) {
-    const int64_t in = i == 0 ? config_.input_size : h;
-    expected += static_cast<size_t>(4 * h * (in + h) + 4 * h + 2 * h);
-  }
+  const size_t expected = static_cast<size_t>(lstm_weight_count(config_));
   if (w.size() != expected)
     throw std::invalid_argument("LSTM: " + std::to_string(w.size()) + " weights given, this architecture has " +
                                 std::to_string(expected));

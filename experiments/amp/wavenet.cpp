@@ -95,7 +95,51 @@ WaveNetConfig wavenet_config_from_json(const nlohmann::json& j) {
     c.layers.push_back(a);
   }
   c.head_scale = require(j, "head_scale", "config").get<double>();
+  check_wavenet_limits(c);
   return c;
+}
+
+void check_wavenet_limits(const WaveNetConfig& c) {
+  auto within = [](const std::string& what, int64_t value, int64_t lo, int64_t hi) {
+    if (value < lo || value > hi)
+      throw std::invalid_argument("WaveNet config: " + what + " is " + std::to_string(value) + "; the limit is " + std::to_string(lo) +
+                                  " to " + std::to_string(hi));
+  };
+  within("the number of layer arrays", static_cast<int64_t>(c.layers.size()), 1, kWaveNetLimits.arrays);
+  for (size_t i = 0; i < c.layers.size(); ++i) {
+    const LayerArrayConfig& a = c.layers[i];
+    const std::string w = "layers[" + std::to_string(i) + "].";
+    within(w + "input_size", a.input_size, 1, kWaveNetLimits.channels);
+    within(w + "condition_size", a.condition_size, 1, kWaveNetLimits.channels);
+    within(w + "head_size", a.head_size, 1, kWaveNetLimits.channels);
+    within(w + "channels", a.channels, 1, kWaveNetLimits.channels);
+    within(w + "kernel_size", a.kernel_size, 1, kWaveNetLimits.kernel_size);
+    within(w + "dilations' length", static_cast<int64_t>(a.dilations.size()), 1, kWaveNetLimits.layers_per_array);
+    for (size_t k = 0; k < a.dilations.size(); ++k)
+      within(w + "dilations[" + std::to_string(k) + "]", a.dilations[k], 1, kWaveNetLimits.dilation);
+  }
+  // Every value is bounded now, so these sums cannot overflow.
+  within("the receptive field (samples)", receptive_field_of(c), 1, kWaveNetLimits.receptive_field);
+  within("the number of weights", wavenet_weight_count(c), 1, kWaveNetLimits.weights);
+}
+
+int64_t receptive_field_of(const WaveNetConfig& c) {
+  int64_t rf = 1;
+  for (const LayerArrayConfig& a : c.layers)
+    for (int64_t d : a.dilations) rf += (a.kernel_size - 1) * d;
+  return rf;
+}
+
+int64_t wavenet_weight_count(const WaveNetConfig& c) {
+  int64_t n = 1;  // head_scale
+  for (const LayerArrayConfig& a : c.layers) {
+    const int64_t mid = a.gated ? 2 * a.channels : a.channels;
+    n += a.input_size * a.channels;  // rechannel
+    const int64_t layer = a.channels * mid * a.kernel_size + mid + a.condition_size * mid + a.channels * a.channels + a.channels;
+    n += layer * static_cast<int64_t>(a.dilations.size());
+    n += a.channels * a.head_size + (a.head_bias ? a.head_size : 0);  // head rechannel
+  }
+  return n;
 }
 
 WaveNetImpl::WaveNetImpl(WaveNetConfig config) : config_(std::move(config)) {
@@ -129,15 +173,7 @@ WaveNetImpl::WaveNetImpl(WaveNetConfig config) : config_(std::move(config)) {
   }
 }
 
-int64_t WaveNetImpl::receptive_field() const {
-  int64_t rf = 1;
-  for (const LayerArrayConfig& c : config_.layers) {
-    int64_t sum = 0;
-    for (int64_t d : c.dilations) sum += d;
-    rf += (c.kernel_size - 1) * sum;
-  }
-  return rf;
-}
+int64_t WaveNetImpl::receptive_field() const { return receptive_field_of(config_); }
 
 at::Tensor WaveNetImpl::activate(const LayerArrayConfig& c, const at::Tensor& z) const {
   auto f = [&](const at::Tensor& v) {

@@ -136,11 +136,18 @@ int64_t ring_size(int64_t history, int64_t block) {
 
 }  // namespace
 
-bool WaveNetStream::can_stream(const WaveNetConfig& config) {
-  for (const LayerArrayConfig& a : config.layers)
-    if (a.gated || a.activation != "Tanh" || a.channels > kMaxChannels || a.head_size > kMaxChannels || a.condition_size != 1)
-      return false;
-  return config.layers.front().input_size == 1 && config.layers.back().head_size == 1;  // mono in, mono out
+std::string WaveNetStream::why_not_streamable(const WaveNetConfig& config) {
+  for (size_t i = 0; i < config.layers.size(); ++i) {
+    const LayerArrayConfig& a = config.layers[i];
+    const std::string array = "layer array " + std::to_string(i);
+    if (a.gated) return array + " is gated";
+    if (a.activation != "Tanh") return array + " uses " + a.activation + ", not Tanh";
+    if (a.channels > kMaxChannels || a.head_size > kMaxChannels)
+      return array + " has more than " + std::to_string(kMaxChannels) + " channels";
+    if (a.condition_size != 1) return array + " has a condition of " + std::to_string(a.condition_size) + " channels";
+  }
+  if (config.layers.front().input_size != 1 || config.layers.back().head_size != 1) return "the model is not mono-in, mono-out";
+  return "";
 }
 
 WaveNetStream::WaveNetStream(const WaveNetImpl& model, int64_t max_block, bool baseline_isa)

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "experiments/amp/wavenet.h"
@@ -29,7 +30,9 @@ class WaveNetStream {
  public:
   // baseline_isa: use the kernels compiled for the baseline ISA even where AVX2 + FMA exist (tests).
   explicit WaveNetStream(const WaveNetImpl& model, int64_t max_block = 256, bool baseline_isa = false);
-  static bool can_stream(const WaveNetConfig& config);
+  static bool can_stream(const WaveNetConfig& config) { return why_not_streamable(config).empty(); }
+  // Empty when the model streams; otherwise what stops it ("layer array 0 is gated", ...).
+  static std::string why_not_streamable(const WaveNetConfig& config);
 
   void reset();
   // Any n; blocks larger than max_block are split.
