@@ -49,6 +49,10 @@ struct Case {
   std::string name() const { return input + (dtype == at::kFloat ? "_f32" : "_f64"); }
 };
 
+// GoogleTest prints a parameter it cannot format as its raw bytes (in --gtest_list_tests, ctest
+// and failure messages): print its name instead.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name(); }
+
 class AudioLossReference : public ::testing::TestWithParam<Case> {};
 
 #define EXPECT_REL(actual, expected, tol) EXPECT_NEAR(actual, expected, (tol) * std::abs(expected))

@@ -12,6 +12,7 @@
 
 #include "losses/mutual_information.h"
 #include "tests/reference_json.h"
+#include "tests/run_process.h"
 
 namespace wavetrain::losses {
 namespace {
@@ -34,6 +35,10 @@ struct Setting {
            (dtype == at::kFloat ? "_f32" : "_f64");
   }
 };
+
+// GoogleTest prints a parameter it cannot format as its raw bytes (in --gtest_list_tests, ctest
+// and failure messages): print its name instead.
+void PrintTo(const Setting& c, std::ostream* os) { *os << c.name(); }
 
 class MiReference : public ::testing::TestWithParam<Setting> {};
 
@@ -207,6 +212,22 @@ TEST(MutualInformation, ErrorsNameTheItemAndTheRule) {
             "mutual_information_recursion: boundary[1] = (1, 2, 3, 5) breaks 0 <= t_begin <= t_end <= T = 4");
   EXPECT_EQ(message([&] { mutual_information_recursion(p.px, p.py, bad.to(at::kInt)); }),
             "mutual_information_recursion: boundary must be int64, got Int");
+}
+
+}  // namespace
+}  // namespace wavetrain::losses
+
+namespace wavetrain::losses {
+namespace {
+
+// Every parameterized test of this binary lists its parameter by name, not as raw bytes
+// ("GetParam() = 48-byte object <B0-9A ...>"), in --gtest_list_tests and so in ctest's output.
+TEST(TestNames, ParametersAreListedByName) {
+  const wavetrain::testing::ProcessResult r = wavetrain::testing::run_shell("/proc/" + std::to_string(::getpid()) + "/exe --gtest_list_tests");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("-byte object"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GetParam() = cpu_f32"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GetParam() = randn_f64"), std::string::npos) << r.out;
 }
 
 }  // namespace
