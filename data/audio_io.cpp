@@ -161,6 +161,12 @@ at::Tensor resample(const at::Tensor& samples_in, double from_rate, double to_ra
     throw std::invalid_argument("resample: " + std::to_string(frames) + " frames from " + std::to_string(from_rate) + " Hz to " +
                                 std::to_string(to_rate) + " Hz would give more than " + std::to_string(kMaxSamples) + " samples");
   const int64_t out_frames = static_cast<int64_t>(wanted);
+  // libsoxr writes through a null output pointer when asked for no output (found by fuzzing: one
+  // frame at 48 kHz asked for at 16 kHz rounds to none).
+  if (frames == 0 || out_frames == 0) {
+    const at::Tensor none = at::zeros({channels, out_frames}, at::kFloat);
+    return mono ? none.squeeze(0) : none;
+  }
   const at::Tensor in = samples.t().contiguous();  // soxr works on interleaved frames
   at::Tensor out = at::empty({out_frames, channels}, at::kFloat);
   const soxr_io_spec_t io = soxr_io_spec(SOXR_FLOAT32_I, SOXR_FLOAT32_I);

@@ -253,47 +253,93 @@ std::string heap_object(const File& f, const Superblock& sb, uint64_t collection
 
 }  // namespace
 
+namespace {
+
+// One attribute message's parts, each checked to lie inside the message.
+struct AttributeMessage {
+  std::string name;
+  unsigned version = 0, flags = 0;
+  size_t type_at = 0, space_at = 0, data_at = 0;
+};
+
+AttributeMessage parse_attribute(const Message& m, unsigned length_size) {
+  Cursor c(m.body.data(), m.body.size(), m.file_offset, "attribute message");
+  AttributeMessage a;
+  a.version = static_cast<unsigned>(c.uint(1));
+  if (a.version < 1 || a.version > 3) bad("attribute message" + at_offset(m.file_offset) + " has version " + std::to_string(a.version) + " (1-3)");
+  a.flags = static_cast<unsigned>(c.uint(1));  // reserved in version 1
+  const uint64_t name_size = c.uint(2), type_size = c.uint(2), space_size = c.uint(2);
+  if (a.version == 3) c.skip(1);  // name encoding
+  auto padded = [&](uint64_t n) { return a.version == 1 ? (n + 7) / 8 * 8 : n; };
+  if (name_size == 0 || type_size < 8 || space_size < 4)
+    bad("attribute message" + at_offset(m.file_offset) + " gives sizes " + std::to_string(name_size) + ", " + std::to_string(type_size) +
+        " and " + std::to_string(space_size) + " for its name, type and dataspace");
+  const unsigned char* name_bytes = c.take(padded(name_size));
+  if (name_bytes[name_size - 1] != 0) bad("attribute message" + at_offset(m.file_offset) + ": its name is not terminated");
+  a.name.assign(reinterpret_cast<const char*>(name_bytes), static_cast<size_t>(name_size - 1));
+  a.type_at = c.position();
+  c.skip(padded(type_size));
+  a.space_at = c.position();
+  c.skip(padded(space_size));
+  a.data_at = c.position();
+  // The value: elements x the datatype's size must lie inside the message (HDF5 1.10 copies that
+  // many bytes without checking; fuzzing found it reading past a header's buffer).
+  c.seek(a.type_at + 4);
+  const uint64_t element_size = c.uint(4);
+  c.seek(a.space_at);
+  const unsigned space_version = static_cast<unsigned>(c.uint(1)), rank = static_cast<unsigned>(c.uint(1));
+  c.skip(space_version == 1 ? 6 : 2);
+  uint64_t elements = 1;
+  for (unsigned d = 0; d < rank; ++d) {
+    const uint64_t n = c.uint(length_size);
+    elements = n != 0 && elements > (uint64_t{1} << 40) / n ? (uint64_t{1} << 40) : elements * n;
+  }
+  if (space_version == 2 && rank == 0 && m.body[a.space_at + 3] == 2) elements = 0;  // the null dataspace
+  const uint64_t left = m.body.size() - a.data_at;
+  if (element_size != 0 && elements > left / element_size)
+    bad("attribute '" + a.name + "'" + at_offset(m.file_offset) + " claims " + std::to_string(elements) + " values of " +
+        std::to_string(element_size) + " bytes, more than the " + std::to_string(left) + " bytes its message holds");
+  return a;
+}
+
+}  // namespace
+
+void check_attribute_messages(const std::string& path, uint64_t header_address) {
+  const File f(path);
+  const Superblock sb = read_superblock(f);
+  for (const Message& m : header_messages(f, sb, header_address))
+    if (m.type == 0x0C) (void)parse_attribute(m, sb.length_size);
+}
+
 std::optional<std::string> read_string_attribute(const std::string& path, uint64_t header_address, const std::string& name,
                                                  uint64_t max_bytes) {
   const File f(path);
   const Superblock sb = read_superblock(f);
   for (const Message& m : header_messages(f, sb, header_address)) {
     if (m.type != 0x0C) continue;  // attribute messages only
+    const AttributeMessage a = parse_attribute(m, sb.length_size);
+    if (a.name != name) continue;
     Cursor c(m.body.data(), m.body.size(), m.file_offset, "attribute message");
-    const unsigned version = static_cast<unsigned>(c.uint(1));
-    if (version < 1 || version > 3) bad("attribute message" + at_offset(m.file_offset) + " has version " + std::to_string(version) + " (1-3)");
-    const unsigned flags = static_cast<unsigned>(c.uint(1));  // reserved in version 1
-    const uint64_t name_size = c.uint(2), type_size = c.uint(2), space_size = c.uint(2);
-    if (version == 3) c.skip(1);  // name encoding
-    auto padded = [&](uint64_t n) { return version == 1 ? (n + 7) / 8 * 8 : n; };
-    const unsigned char* name_bytes = c.take(padded(name_size));
-    const std::string found(reinterpret_cast<const char*>(name_bytes), static_cast<size_t>(name_size > 0 ? name_size - 1 : 0));
-    const size_t type_at = c.position();
-    c.skip(padded(type_size));
-    const size_t space_at = c.position();
-    c.skip(padded(space_size));
-    const size_t data_at = c.position();
-    if (found != name) continue;
     const std::string where = "attribute '" + name + "'" + at_offset(m.file_offset);
-    if (version > 1 && (flags & 3) != 0) bad(where + " uses a shared datatype or dataspace");
+    if (a.version > 1 && (a.flags & 3) != 0) bad(where + " uses a shared datatype or dataspace");
 
     // Datatype: variable-length (class 9) string (type bits 0-3 = 1).
-    c.seek(type_at);
+    c.seek(a.type_at);
     const uint64_t class_version = c.uint(1), class_bits = c.uint(3);
     c.skip(4);  // element size in memory terms
     if ((class_version & 0x0F) != 9 || (class_bits & 0x0F) != 1) bad(where + " is not a variable-length string");
 
     // Dataspace: one element (scalar, or simple with every dimension 1).
-    c.seek(space_at);
+    c.seek(a.space_at);
     const unsigned space_version = static_cast<unsigned>(c.uint(1)), rank = static_cast<unsigned>(c.uint(1));
     c.skip(space_version == 1 ? 6 : 2);  // flags + reserved, or flags + type
     uint64_t elements = 1;
     for (unsigned d = 0; d < rank; ++d) elements *= c.uint(sb.length_size) == 1 ? 1 : 0;
-    if (space_version == 2 && rank == 0 && m.body[space_at + 3] == 2) elements = 0;  // the null dataspace
+    if (space_version == 2 && rank == 0 && m.body[a.space_at + 3] == 2) elements = 0;  // the null dataspace
     if (elements != 1) bad(where + " is not a scalar");
 
     // Data: the string's length, then its global heap reference.
-    c.seek(data_at);
+    c.seek(a.data_at);
     const uint64_t length = c.uint(4), collection = c.uint(sb.offset_size), index = c.uint(4);
     if (length > max_bytes) bad(where + " is " + std::to_string(length) + " bytes long; at most " + std::to_string(max_bytes) + " are read");
     if (length == 0) return std::string();

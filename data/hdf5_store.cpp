@@ -3,12 +3,16 @@
 #include "data/hdf5_raw.h"
 
 #include <hdf5.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <algorithm>
 #include <set>
 
@@ -90,7 +94,7 @@ uint64_t header_address(hid_t object) {
 // One scalar attribute. Non-scalar attributes are not part of the schema and are skipped (reading
 // one into a scalar would overrun it). Variable-length strings are read by hdf5_raw, which checks
 // their heap reference; H5Aread would follow it on trust (hdf5_raw.h says why).
-std::optional<AttributeValue> read_attribute(const std::string& path, hid_t object, const std::string& name) {
+std::optional<AttributeValue> read_attribute(const std::string& path, hid_t object, const std::string& name, bool probe = false) {
   if (H5Aexists(object, name.c_str()) <= 0) return std::nullopt;
   const hid_t a = H5Aopen(object, name.c_str(), H5P_DEFAULT);
   if (a < 0) fail(path, "attribute '" + name + "' cannot be opened (damaged file?)");
@@ -103,7 +107,8 @@ std::optional<AttributeValue> read_attribute(const std::string& path, hid_t obje
   } else if (H5Tget_class(type) == H5T_STRING) {
     if (H5Tis_variable_str(type) > 0) {
       try {
-        out = hdf5_raw::read_string_attribute(path, header_address(object), name);
+        // The probe leaves string values to the parent: hdf5_raw is not HDF5's code to check.
+        out = probe ? std::optional<AttributeValue>(std::string()) : hdf5_raw::read_string_attribute(path, header_address(object), name);
         if (!out) error = "attribute '" + name + "' is stored where wavetrain cannot check it (dense attribute storage)";
       } catch (const hdf5_raw::FormatError& e) {
         error = "attribute '" + name + "': " + e.what() + " (damaged file?)";
@@ -368,15 +373,55 @@ void DatasetWriter::finish() {
 
 DatasetReader::DatasetReader(const std::string& path, size_t cache_items) : path_(path), cache_items_(cache_items) {
   silence_hdf5();
+  const char* probe = std::getenv("WAVETRAIN_STORE_PROBE");
+  if (!(probe && std::string(probe) == "0")) probe_in_child(path);
   try {
-    open();
+    open(false);
   } catch (...) {
     close();  // the destructor does not run for a constructor that throws
     throw;
   }
 }
 
-void DatasetReader::open() {
+void run_in_probe_process(const std::string& path, const std::function<void()>& work) {
+  std::fflush(nullptr);  // nothing buffered is written twice
+  const pid_t child = ::fork();
+  if (child < 0) return;  // no probe, as with WAVETRAIN_STORE_PROBE=0
+  if (child == 0) {
+    // _exit: no destructors, atexit handlers or stream flushes of the parent's state run here.
+    ::alarm(120);
+    int code = 0;
+    try {
+      work();
+    } catch (const StoreError&) {
+      code = 3;  // the parent's own reading reports it
+    } catch (...) {
+      code = 4;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3)) return;
+  if (WIFSIGNALED(status))
+    fail(path, std::string("damaged: reading its structure crashed HDF5 (") + strsignal(WTERMSIG(status)) + ", in a probe process)");
+  fail(path, "damaged: reading its structure failed in a probe process (exit status " + std::to_string(WEXITSTATUS(status)) + ")");
+}
+
+void DatasetReader::probe_in_child(const std::string& path) {
+  run_in_probe_process(path, [&path] {
+    DatasetReader r;
+    r.path_ = path;
+    r.open(true);
+    for (const auto& [split, fields] : r.splits_)
+      for (const auto& [name, f] : fields)
+        if (f.offsets.size() > 1)
+          for (const int64_t i : {int64_t{0}, static_cast<int64_t>(f.offsets.size()) - 2}) (void)r.read(f, i);
+  });
+}
+
+void DatasetReader::open(bool probe) {
   const std::string& path = path_;
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) fail(path, "no such file");
@@ -385,10 +430,19 @@ void DatasetReader::open() {
   if (file_ < 0) fail(path, "cannot be opened as HDF5 (truncated or damaged?)");
   const Handle root(H5Gopen2(file_, "/", H5P_DEFAULT), H5Gclose);
   if (root.get() < 0) fail(path, "its root group cannot be opened (damaged file?)");
-  const std::optional<AttributeValue> format = read_attribute(path, root.get(), "format");
-  if (!format || std::get_if<std::string>(&*format) == nullptr || std::get<std::string>(*format) != kStoreFormat)
+  if (!probe) {  // the probe runs HDF5's code alone (see hdf5_store.h)
+    try {
+      hdf5_raw::check_attribute_messages(path, header_address(root.get()));
+    } catch (const hdf5_raw::FormatError& e) {
+      fail(path, std::string("the root group's header: ") + e.what() + " (damaged file?)");
+    }
+  }
+  const std::optional<AttributeValue> format = read_attribute(path, root.get(), "format", probe);
+  if (probe) {
+    // In the probe, string values are not read: only the rest of the structure is checked.
+  } else if (!format || std::get_if<std::string>(&*format) == nullptr || std::get<std::string>(*format) != kStoreFormat)
     fail(path, std::string("not a wavetrain dataset (its 'format' attribute is not '") + kStoreFormat + "')");
-  const std::optional<AttributeValue> complete = read_attribute(path, root.get(), "complete");
+  const std::optional<AttributeValue> complete = read_attribute(path, root.get(), "complete", probe);
   if (!complete || std::get_if<int64_t>(&*complete) == nullptr || std::get<int64_t>(*complete) != 1)
     fail(path, "incomplete: the build that wrote it did not finish");
   const int attribute_count = H5Aget_num_attrs(root.get());
@@ -397,7 +451,7 @@ void DatasetReader::open() {
     char name[256] = {};
     const Handle a(H5Aopen_by_idx(root.get(), ".", H5_INDEX_NAME, H5_ITER_INC, static_cast<hsize_t>(i), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
     if (a.get() < 0 || H5Aget_name(a.get(), sizeof(name), name) < 0) fail(path, "root attribute " + std::to_string(i) + " cannot be opened (damaged file?)");
-    if (auto v = read_attribute(path, root.get(), name)) attributes_[name] = *v;
+    if (auto v = read_attribute(path, root.get(), name, probe)) attributes_[name] = *v;
   }
   for (const std::string& split : member_names(root.get())) {
     const Handle g(H5Gopen2(root.get(), split.c_str(), H5P_DEFAULT), H5Gclose);

@@ -12,6 +12,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -69,6 +70,12 @@ class DatasetWriter {
   bool finished_ = false;
 };
 
+// Opening runs HDF5 over the file's structure in a child process first (a "probe"): HDF5 1.10
+// decodes damaged object headers without checking them and can crash (fuzzing found overflows in
+// its header code on files written with HDF5's defaults, which carry no checksums). A probe that
+// crashes becomes a StoreError naming the file; only then does this process read it. The probe
+// opens everything open() opens and reads each field's first and last item. Set
+// WAVETRAIN_STORE_PROBE=0 to skip it (a debugger, or fuzzing HDF5 itself).
 class DatasetReader {
  public:
   explicit DatasetReader(const std::string& path, size_t cache_items = 4096);
@@ -94,8 +101,10 @@ class DatasetReader {
     at::ScalarType dtype = at::kFloat;
     int64_t row_bytes = 0;  // bytes of one row (first-dimension step)
   };
-  void open();
+  DatasetReader() = default;  // for the probe
+  void open(bool probe);
   void close();
+  static void probe_in_child(const std::string& path);
   const FieldIndex& index(const std::string& split, const std::string& field) const;
   at::Tensor read(const FieldIndex& f, int64_t item) const;
 
@@ -105,9 +114,14 @@ class DatasetReader {
   std::map<std::string, AttributeValue> attributes_;
   // LRU cache of decoded items, keyed by "split\n index".
   mutable std::mutex mutex_;
-  size_t cache_items_;
+  size_t cache_items_ = 0;
   mutable std::list<std::pair<std::string, Item>> lru_;
   mutable std::unordered_map<std::string, std::list<std::pair<std::string, Item>>::iterator> cached_;
 };
+
+// Runs `work` in a child process (fork) and returns when it ends normally or throws StoreError; a
+// child that dies (a signal, another exception, any other exit) is a StoreError naming `path`. The
+// probe of DatasetReader; declared here for its test.
+void run_in_probe_process(const std::string& path, const std::function<void()>& work);
 
 }  // namespace wavetrain::data

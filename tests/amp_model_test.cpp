@@ -159,6 +159,7 @@ TEST(AmpModels, NamFilesWithAbsurdSizesAreRefused) {
   expect_refused(with("dilations", std::vector<int>(1000, 1)), "layers[0].dilations' length is 1000; the limit is 1 to 128");
   expect_refused(with("dilations", std::vector<int>(128, 65536)), "the receptive field (samples) is");
   expect_refused(with("channels", "sixteen"), "type must be number");
+  expect_refused(with("activation", "RdLU"), "layers[0].activation 'RdLU' is not one of Tanh, ReLU, Sigmoid, Hardtanh");
   nlohmann::json many = wavenet;
   many["config"]["layers"] = std::vector<nlohmann::json>(100, wavenet["config"]["layers"][0]);
   expect_refused(many, "the number of layer arrays is 100; the limit is 1 to 16");

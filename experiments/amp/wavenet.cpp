@@ -87,6 +87,9 @@ WaveNetConfig wavenet_config_from_json(const nlohmann::json& j) {
       a.kernel_size = require(l, "kernel_size", where).get<int64_t>();
       a.dilations = require(l, "dilations", where).get<std::vector<int64_t>>();
       a.activation = require(l, "activation", where).get<std::string>();
+      if (a.activation != "Tanh" && a.activation != "ReLU" && a.activation != "Sigmoid" && a.activation != "Hardtanh")
+        throw std::invalid_argument("WaveNet config: " + where + ".activation '" + a.activation +
+                                    "' is not one of Tanh, ReLU, Sigmoid, Hardtanh");
       a.gated = require(l, "gated", where).get<bool>();
       a.head_bias = require(l, "head_bias", where).get<bool>();
     } catch (const nlohmann::json::exception& e) {
