@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <unordered_map>
 
 namespace wavetrain::config {
 namespace {
@@ -303,10 +304,14 @@ bool operator==(const Node& a, const Node& b) {
 
 void merge_into(Node& dst, const Node& src) {
   if (dst.is_mapping() && src.is_mapping()) {
+    // An index of dst's keys: find() per key would make merging a file of many keys quadratic.
+    std::vector<Node::Entry>& entries = dst.entries();
+    std::unordered_map<std::string, size_t> index;
+    for (size_t i = 0; i < entries.size(); ++i) index.emplace(entries[i].first, i);
     for (const Node::Entry& e : src.entries()) {
-      Node* existing = dst.find(e.first);
-      if (existing) merge_into(*existing, e.second);
-      else dst.set(e.first, e.second);
+      const auto [it, added] = index.emplace(e.first, entries.size());
+      if (added) entries.push_back(e);
+      else merge_into(entries[it->second].second, e.second);
     }
     return;
   }

@@ -124,6 +124,7 @@ class Reader {
   Node convert_mapping(const YAML::Node& y, const std::string& path) {
     Node out = Node::mapping(at(y));
     std::map<std::string, int> first_line;  // keys written in this mapping (not merged in)
+    bool merged = false;                     // whether a `<<` has added keys
     for (const auto& entry : y) {
       // Copies (cheap handles): yaml-cpp's iterator hands out a temporary pair.
       const YAML::Node key_node = entry.first;
@@ -143,10 +144,14 @@ class Reader {
       // A plain `<<` is the YAML 1.1 merge key; a quoted '<<' is an ordinary key.
       if (key == "<<" && key_node.Tag() == "?") {
         merge_key(out, convert(value, path, line), path, key_node);
+        merged = true;
         continue;
       }
       // Replaces, in place, a value that an earlier `<<` merged in: the mapping's own keys win.
-      out.set(key, convert(value, child(path, key), line));
+      // Without a merge the key is new (duplicates were refused above): appending keeps a big
+      // mapping linear, where set()'s search would make it quadratic.
+      if (merged) out.set(key, convert(value, child(path, key), line));
+      else out.entries().emplace_back(key, convert(value, child(path, key), line));
     }
     return out;
   }
