@@ -2,6 +2,10 @@
 // Hydra's documented behaviour is the oracle for the rules and the error texts.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
 #include "trainer/config/compose.h"
 #include "trainer/config/config.h"
 #include "trainer/config/interpolation.h"
@@ -16,6 +20,19 @@ const std::string kExtra = std::string(WAVETRAIN_TEST_DATA) + "/configs/extra";
 Composition compose_basic(std::vector<std::string> overrides, const std::string& name = "config",
                           std::vector<std::string> dirs = {kBasic}) {
   return compose({dirs, name, std::move(overrides)});
+}
+
+// Writes `files` (path relative to the folder, text) into a fresh folder under the test temp dir.
+std::string write_configs(const std::string& name, const std::vector<std::pair<std::string, std::string>>& files) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("wavetrain_compose_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  for (const auto& [path, text] : files) {
+    fs::create_directories((dir / path).parent_path());
+    std::ofstream(dir / path) << text;
+  }
+  return dir.string();
 }
 
 std::string error_of(std::vector<std::string> overrides, const std::string& name = "config") {
@@ -165,6 +182,30 @@ TEST(ComposeErrors, SweepWithoutMultirun) {
 
 TEST(ComposeErrors, MissingPrimaryConfig) {
   EXPECT_EQ(error_of({}, "nope"), "Primary config 'nope.yaml' not found in the search path (" + kBasic + ")");
+}
+
+TEST(ComposeErrors, NestingDeeperThanTheLimit) {
+  std::string deep_package = "p";
+  for (int i = 0; i < 299; ++i) deep_package += ".p";
+  const std::string dir = write_configs("nesting", {{"config.yaml", "defaults:\n  - grp@" + deep_package + ": opt\n"},
+                                                    {"grp/opt.yaml", "a: {b: 1}\n"}});
+  try {
+    compose({{dir}, "config", {}});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "Config file " + dir + "/grp/opt.yaml placed at 'p.p.p.p....(300 parts)' would "
+                                     "nest 302 levels deep; the limit is 256 nested dicts and lists");
+  }
+  // A key of many parts: every part is a dict on the way to the value.
+  std::string deep_key = "a";
+  for (int i = 0; i < 9999; ++i) deep_key += ".a";
+  EXPECT_EQ(error_of({"++" + deep_key + "=1"}), "The override of 'a.a.a.a....(10000 parts)' on the command line would "
+                                                "nest 10000 levels deep; the limit is 256 nested dicts and lists");
+  const std::string key_250 = deep_key.substr(0, 2 * 250 - 1);
+  EXPECT_EQ(error_of({"++" + key_250 + "=[[[[[[[1]]]]]]]"}),
+            "The override of 'a.a.a.a....(250 parts)' on the command line would nest 257 levels deep; the limit is "
+            "256 nested dicts and lists");
+  EXPECT_EQ(compose_basic({"++" + key_250 + "=[[[[[[1]]]]]]"}).config.depth(), 256u);
 }
 
 TEST(ComposeValues, DictsMergeAndListsReplace) {

@@ -146,16 +146,20 @@ class Composer {
   }
 
  private:
+  // Both ask about paths made from what was typed: a name too long for the file system (a key of
+  // thousands of parts) is no group and no file, not a filesystem_error.
   bool is_group(const std::string& path) const {
+    std::error_code ec;
     for (const std::string& d : opt_.config_dirs)
-      if (fs::is_directory(fs::path(d) / path)) return true;
+      if (fs::is_directory(fs::path(d) / path, ec)) return true;
     return false;
   }
 
   std::optional<std::string> find_file(const std::string& config_path) const {
+    std::error_code ec;
     for (const std::string& d : opt_.config_dirs) {
       const fs::path p = fs::path(d) / (config_path + ".yaml");
-      if (fs::is_regular_file(p)) return p.string();
+      if (fs::is_regular_file(p, ec)) return p.string();
     }
     return std::nullopt;
   }
@@ -318,6 +322,8 @@ class Composer {
   }
 
   void merge_at(const std::string& package, const Node& content, const std::string& file) {
+    // A package of many parts (`group@a.b.c...`) deepens the tree as much as the file's own nesting.
+    check_depth(package, content, "Config file " + file + " placed at '" + abbreviate_path(package) + "'");
     if (package.empty()) {
       merge_into(result_.config, content);
       return;
@@ -384,6 +390,8 @@ std::string did_you_mean(const Node& config, const std::string& key) {
 }
 
 void Composer::apply_value(Node& config, const Override& o) {
+  // The value's own nesting was checked when it was parsed; its key adds one level per part.
+  if (o.value) check_depth(o.key, *o.value, "The override of '" + abbreviate_path(o.key) + "' on the command line");
   Node* existing = config.find_path(o.key);
   switch (o.type) {
     case OverrideType::Change:
