@@ -280,6 +280,16 @@ std::string nested(const std::string& open, const std::string& inner, const std:
 // Hostile configs and overrides (issue 14) are plain errors: exit code 1 and a message, no crash.
 // Before, a defaults cycle and a 100,000-link interpolation chain overflowed the stack, a file
 // nested 10,000 deep failed with yaml-cpp's "bad file", and an override nested 10,000 deep ran.
+TEST(CliTrain, DefaultsCycleIsAnErrorNotACrash) {
+  const fs::path dir = fresh("defaults_cycle");
+  write_configs(dir, {{"a.yaml", "defaults:\n  - b\n"}, {"b.yaml", "defaults:\n  - a\n"}});
+  const Result r = wavetrain_in(dir, "train -cd configs -cn a task=toy_regression");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err,
+            "wavetrain: error: Defaults cycle: configs/a.yaml -> configs/b.yaml -> configs/a.yaml (the defaults list at "
+            "configs/b.yaml:2 includes a file that is already being read)\n");
+}
+
 TEST(CliTrain, DeepNestingIsAnErrorNotACrash) {
   const fs::path dir = fresh("deep_nesting");
   write_configs(dir, {{"deep.yaml", "task: toy_regression\na: " + nested("[", "", "]", 10000) + "\n"}});

@@ -184,6 +184,51 @@ TEST(ComposeErrors, MissingPrimaryConfig) {
   EXPECT_EQ(error_of({}, "nope"), "Primary config 'nope.yaml' not found in the search path (" + kBasic + ")");
 }
 
+TEST(ComposeErrors, DefaultsCyclesNameTheChainOfFiles) {
+  const std::string dir = write_configs("cycles", {{"self.yaml", "defaults:\n  - self\n"},
+                                                   {"a.yaml", "defaults:\n  - b\nx: 1\n"},
+                                                   {"b.yaml", "defaults:\n  - _self_\n  - a\n"},
+                                                   {"grp/opt.yaml", "defaults:\n  - /grp: opt\n"},
+                                                   {"uses_grp.yaml", "defaults:\n  - grp: opt\n"}});
+  const auto message = [&](const std::string& name) {
+    try {
+      compose({{dir}, name, {}});
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(message("self"), "Defaults cycle: " + dir + "/self.yaml -> " + dir + "/self.yaml (the defaults list at " +
+                                 dir + "/self.yaml:2 includes a file that is already being read)");
+  EXPECT_EQ(message("a"), "Defaults cycle: " + dir + "/a.yaml -> " + dir + "/b.yaml -> " + dir +
+                              "/a.yaml (the defaults list at " + dir + "/b.yaml:3 includes a file that is already being read)");
+  EXPECT_EQ(message("uses_grp"), "Defaults cycle: " + dir + "/grp/opt.yaml -> " + dir +
+                                     "/grp/opt.yaml (the defaults list at " + dir +
+                                     "/grp/opt.yaml:2 includes a file that is already being read)");
+  // The same file reached through another path is the same file.
+  std::ofstream(dir + "/dots.yaml") << "defaults:\n  - grp/../dots\n";
+  EXPECT_EQ(message("dots").rfind("Defaults cycle: " + dir + "/dots.yaml -> " + dir + "/grp/../dots.yaml (", 0), 0u)
+      << message("dots");
+}
+
+TEST(ComposeErrors, DefaultsNestedDeeperThanTheLimit) {
+  // 300 distinct files, each including the next: no cycle, but a recursion as deep as the chain.
+  std::vector<std::pair<std::string, std::string>> files;
+  for (int i = 0; i < 300; ++i)
+    files.emplace_back("c" + std::to_string(i) + ".yaml", "defaults:\n  - c" + std::to_string(i + 1) + "\n");
+  files.emplace_back("c300.yaml", "x: 1\n");
+  const std::string dir = write_configs("chain", files);
+  try {
+    compose({{dir}, "c0", {}});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "Defaults lists nest more than 256 files deep (the limit): " + dir + "/c0.yaml -> " +
+                                         dir + "/c1.yaml -> ... -> " + dir + "/c255.yaml -> " + dir +
+                                         "/c256.yaml (included by the defaults list at " + dir + "/c255.yaml:2)");
+  }
+  EXPECT_EQ(compose({{dir}, "c60", {}}).config.find("x")->int_value(), 1);  // 241 files deep is fine
+}
+
 TEST(ComposeErrors, NestingDeeperThanTheLimit) {
   std::string deep_package = "p";
   for (int i = 0; i < 299; ++i) deep_package += ".p";

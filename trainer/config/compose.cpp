@@ -216,6 +216,8 @@ class Composer {
       }
       throw ConfigError("Could not find config '" + config_path + "' (in the defaults list at " + asked_at.str() + ")");
     }
+    const Including including(including_, *file);
+    check_including(asked_at);
     std::ifstream in(*file);
     std::stringstream text;
     text << in.rdbuf();
@@ -287,6 +289,41 @@ class Composer {
     return node;
   }
 
+  // The files whose defaults lists are being read, outermost first: build() recurses once per
+  // nested defaults list.
+  struct Included {
+    std::string file;      // as found in the search path, for messages
+    std::string identity;  // the canonical path: the same file reached through `..` or a link
+  };
+  struct Including {
+    Including(std::vector<Included>& stack, const std::string& file) : stack_(stack) {
+      std::error_code ec;
+      const fs::path canonical = fs::weakly_canonical(file, ec);
+      stack_.push_back({file, ec ? file : canonical.string()});
+    }
+    ~Including() { stack_.pop_back(); }
+    std::vector<Included>& stack_;
+  };
+
+  // A file that includes itself, directly or through others, would be read forever (the same
+  // file gives the same defaults list); a chain of distinct files is bounded too, for the stack.
+  void check_including(const Origin& asked_at) const {
+    const Included& last = including_.back();
+    for (size_t i = 0; i + 1 < including_.size(); ++i) {
+      if (including_[i].identity != last.identity) continue;
+      std::string chain;
+      for (size_t k = i; k < including_.size(); ++k) chain += (k > i ? " -> " : "") + including_[k].file;
+      throw ConfigError("Defaults cycle: " + chain + " (the defaults list at " + asked_at.str() +
+                        " includes a file that is already being read)");
+    }
+    if (including_.size() > kMaxDepth) {
+      const size_t n = including_.size();
+      throw ConfigError("Defaults lists nest more than " + std::to_string(kMaxDepth) + " files deep (the limit): " +
+                        including_[0].file + " -> " + including_[1].file + " -> ... -> " + including_[n - 2].file +
+                        " -> " + including_[n - 1].file + " (included by the defaults list at " + asked_at.str() + ")");
+    }
+  }
+
   void include_group(DefaultsNode& parent, const Entry& e, const std::string& parent_pkg) {
     const std::string option = choose(e.path, e.package, e.option);
     if (option.empty()) return;  // null: this group contributes nothing
@@ -344,6 +381,7 @@ class Composer {
   const ComposeOptions& opt_;
   Composition result_;
   std::set<std::string> included_;  // group or group@package, for every group in the tree
+  std::vector<Included> including_;  // see Including
   std::map<std::string, GroupOverride> cli_choices_;
   std::vector<GroupOverride> appended_;
   std::vector<Override> value_overrides_;
