@@ -309,6 +309,20 @@ TEST(CliTrain, DeepNestingIsAnErrorNotACrash) {
   EXPECT_FALSE(fs::exists(dir / "outputs"));
 }
 
+TEST(CliTrain, LongInterpolationChainIsAnErrorNotACrash) {
+  const fs::path dir = fresh("interpolation_chain");
+  std::string chain = "task: ${a0}\n";
+  for (int i = 0; i < 100000; ++i) chain += "a" + std::to_string(i) + ": ${a" + std::to_string(i + 1) + "}\n";
+  chain += "a100000: toy_regression\n";
+  write_configs(dir, {{"chain.yaml", chain}});
+  const Result r = wavetrain_in(dir, "train -cd configs -cn chain");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err,
+            "wavetrain: error: Interpolation nests more than 512 levels deep (the limit, counting each reference "
+            "followed and each dict or list entered): task -> a0 -> a1 -> ... (507 more) -> a509 -> a510 -> a511 (at "
+            "configs/chain.yaml:513)\n");
+}
+
 }  // namespace
 
 namespace {

@@ -323,6 +323,44 @@ TEST(Interpolation, CyclesPrintTheChain) {
   }
 }
 
+// Resolution recurses once per reference followed: the depth is bounded (kMaxResolveDepth).
+TEST(Interpolation, ChainsDeeperThanTheLimitAreAnErrorNamingTheChain) {
+  std::string text;
+  for (int i = 0; i < 100000; ++i) text += "a" + std::to_string(i) + ": ${a" + std::to_string(i + 1) + "}\n";
+  text += "a100000: end\n";
+  const Node root = yaml(text);
+  const std::string limit =
+      "Interpolation nests more than 512 levels deep (the limit, counting each reference followed and each dict or "
+      "list entered): ";
+  try {
+    resolve_path(root, "a0", fixed_context());
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), limit + "a0 -> a1 -> a2 -> ... (507 more) -> a510 -> a511 -> a512 (at test.yaml:513)");
+  }
+  try {
+    resolve_all(root, fixed_context());  // the root dict is one level
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), limit + "a0 -> a1 -> a2 -> ... (506 more) -> a509 -> a510 -> a511 (at test.yaml:512)");
+  }
+  // The end of the chain is near enough from further down.
+  EXPECT_EQ(resolve_path(root, "a99600", fixed_context()).string_value(), "end");
+  // `${${${...}}}`: a key named by a key named by ..., one level per brace.
+  std::string nested = "${a}";
+  for (int i = 0; i < 600; ++i) nested = "${" + nested + "}";
+  try {
+    resolve_path(yaml("a: a\nn: '" + nested + "'\n"), "n", fixed_context());
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("Interpolation nests more than 512 levels deep (the limit, counting each "
+                                          "reference followed and each dict or list entered): n (at test.yaml:2)",
+                                          0),
+              0u)
+        << e.what();
+  }
+}
+
 TEST(Interpolation, MissingValuesFailOnlyWhenRead) {
   const Node root = yaml("task: ???\nother: 1\nref: ${task}\n");
   const Config cfg(root, fixed_context());
