@@ -323,6 +323,17 @@ TEST(CliTrain, LongInterpolationChainIsAnErrorNotACrash) {
             "configs/chain.yaml:513)\n");
 }
 
+TEST(CliTrain, DidYouMeanFindsTheKeyAtAnyDepth) {
+  const Result seed = wavetrain_in(fresh("did_you_mean"), "train seed=3");
+  EXPECT_EQ(seed.exit_code, 1);
+  EXPECT_EQ(seed.err, "wavetrain: error: Could not override 'seed'. To append to your config use +seed=...\n"
+                      "Did you mean trainer.seed?\n");
+  const Result amp = wavetrain_in(fresh("did_you_mean"), "train +experiment=amp segmnt=8");
+  EXPECT_EQ(amp.exit_code, 1);
+  EXPECT_EQ(amp.err, "wavetrain: error: Could not override 'segmnt'. To append to your config use +segmnt=...\n"
+                     "Did you mean amp.segment?\n");
+}
+
 }  // namespace
 
 namespace {

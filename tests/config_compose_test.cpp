@@ -184,6 +184,46 @@ TEST(ComposeErrors, MissingPrimaryConfig) {
   EXPECT_EQ(error_of({}, "nope"), "Primary config 'nope.yaml' not found in the search path (" + kBasic + ")");
 }
 
+TEST(ComposeErrors, DidYouMeanFindsTheKeyAtAnyDepth) {
+  // The unknown key's last part at any depth comes first, even when a top-level key is spelt
+  // nearer (`seed` is two edits from `sweep`).
+  const std::string dir = write_configs("did_you_mean", {{"config.yaml",
+                                                         "trainer: {seed: 0, mode: min, max_epochs: 3}\n"
+                                                         "sweep: {mode: max}\n"
+                                                         "model: {channels: 16, early: {mode: x}}\n"
+                                                         "many: {a: {x: 1}, b: {x: 1}, c: {x: 1}, d: {x: 1}, "
+                                                         "e: {x: 1}, f: {x: 1}, g: {x: 1}}\n"}});
+  const auto message = [&](const std::string& override_text) {
+    try {
+      compose({{dir}, "config", {override_text}});
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(message("seed=3"),
+            "Could not override 'seed'. To append to your config use +seed=...\nDid you mean trainer.seed?");
+  EXPECT_EQ(message("model.seed=3"),
+            "Could not override 'model.seed'. To append to your config use +model.seed=...\n"
+            "Did you mean trainer.seed?");
+  EXPECT_EQ(message("~seed"), "Could not delete from config. 'seed' does not exist.\nDid you mean trainer.seed?");
+  // Several: all of them, nearest full path first.
+  EXPECT_EQ(message("mode=max"),
+            "Could not override 'mode'. To append to your config use +mode=...\n"
+            "Did you mean one of: sweep.mode, trainer.mode, model.early.mode?");
+  EXPECT_EQ(message("x=2"),
+            "Could not override 'x'. To append to your config use +x=...\n"
+            "Did you mean one of: many.a.x, many.b.x, many.c.x, many.d.x, many.e.x (and 2 more)?");
+  // Near spellings of the last part or of the whole path.
+  EXPECT_EQ(message("chanels=8"),
+            "Could not override 'chanels'. To append to your config use +chanels=...\nDid you mean model.channels?");
+  EXPECT_EQ(message("trainer.max_epoch=3"),
+            "Could not override 'trainer.max_epoch'. To append to your config use +trainer.max_epoch=...\n"
+            "Did you mean trainer.max_epochs?");
+  EXPECT_EQ(message("nothing_like_it=3"),
+            "Could not override 'nothing_like_it'. To append to your config use +nothing_like_it=...");
+}
+
 TEST(ComposeErrors, DefaultsCyclesNameTheChainOfFiles) {
   const std::string dir = write_configs("cycles", {{"self.yaml", "defaults:\n  - self\n"},
                                                    {"a.yaml", "defaults:\n  - b\nx: 1\n"},

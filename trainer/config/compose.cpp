@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "trainer/config/override.h"
 #include "trainer/config/yaml_io.h"
@@ -412,19 +413,58 @@ void collect_keys(const Node& n, const std::string& prefix, std::vector<std::str
   }
 }
 
+std::string last_part(const std::string& path) {
+  const size_t dot = path.rfind('.');
+  return dot == std::string::npos ? path : path.substr(dot + 1);
+}
+
+// "\nDid you mean trainer.seed?" for an unknown key, or "" when nothing is close. In order:
+//   1. keys whose last part is the unknown key's last part, at any depth (`seed` -> trainer.seed),
+//      nearest full path first;
+//   2. else the nearest spellings, of the full path (`trainer.max_epoch` -> trainer.max_epochs) or
+//      of the last part (`chanels` -> model.channels).
+// Several equally good keys are all named, up to kMaxSuggestions.
 std::string did_you_mean(const Node& config, const std::string& key) {
+  constexpr size_t kMaxSuggestions = 5;
   std::vector<std::string> keys;
   collect_keys(config, "", keys);
-  std::string best;
-  size_t best_distance = std::max<size_t>(2, key.size() / 5) + 1;
-  for (const std::string& k : keys) {
-    const size_t d = edit_distance(k, key);
-    if (d < best_distance) {
-      best_distance = d;
-      best = k;
+  const std::string leaf = last_part(key);
+  // A typo is a few edits: about one per five characters, at least one (two for whole paths).
+  const size_t full_limit = std::max<size_t>(2, key.size() / 5);
+  const size_t leaf_limit = std::max<size_t>(1, leaf.size() / 5);
+
+  struct Candidate {
+    size_t tier, distance, order;
+    const std::string* key;
+  };
+  std::vector<Candidate> candidates;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const size_t full = edit_distance(keys[i], key);
+    if (last_part(keys[i]) == leaf) {
+      candidates.push_back({0, full, i, &keys[i]});
+      continue;
     }
+    const size_t leaf_distance = edit_distance(last_part(keys[i]), leaf);
+    size_t best = std::string::npos;
+    if (full <= full_limit) best = full;
+    if (leaf_distance <= leaf_limit) best = std::min(best, leaf_distance);
+    if (best != std::string::npos) candidates.push_back({1, best, i, &keys[i]});
   }
-  return best.empty() ? "" : "\nDid you mean " + best + "?";
+  if (candidates.empty()) return "";
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return std::tie(a.tier, a.distance, a.order) < std::tie(b.tier, b.distance, b.order);
+  });
+  // Exact last parts are all worth naming; of the near spellings, only the nearest.
+  std::vector<const std::string*> named;
+  for (const Candidate& c : candidates) {
+    if (c.tier != candidates[0].tier || (c.tier == 1 && c.distance != candidates[0].distance)) break;
+    named.push_back(c.key);
+  }
+  if (named.size() == 1) return "\nDid you mean " + *named[0] + "?";
+  std::string list;
+  for (size_t i = 0; i < std::min(named.size(), kMaxSuggestions); ++i) list += (i ? ", " : "") + *named[i];
+  if (named.size() > kMaxSuggestions) list += " (and " + std::to_string(named.size() - kMaxSuggestions) + " more)";
+  return "\nDid you mean one of: " + list + "?";
 }
 
 void Composer::apply_value(Node& config, const Override& o) {
