@@ -263,6 +263,77 @@ TEST(CliTrain, InfoJobsListsASweepInOrder) {
             "trainer.lr=0.2 trainer.max_epochs=2 model=wavenet\n");
 }
 
+// Writes configs/<name> files under `dir` for -cd configs (so that messages name configs/...).
+void write_configs(const fs::path& dir, const std::vector<std::pair<std::string, std::string>>& files) {
+  fs::create_directories(dir / "configs");
+  for (const auto& [name, text] : files) std::ofstream(dir / "configs" / name) << text;
+}
+
+std::string nested(const std::string& open, const std::string& inner, const std::string& close, size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s += open;
+  s += inner;
+  for (size_t i = 0; i < n; ++i) s += close;
+  return s;
+}
+
+// Hostile configs and overrides (issue 14) are plain errors: exit code 1 and a message, no crash.
+// Before, a defaults cycle and a 100,000-link interpolation chain overflowed the stack, a file
+// nested 10,000 deep failed with yaml-cpp's "bad file", and an override nested 10,000 deep ran.
+TEST(CliTrain, DefaultsCycleIsAnErrorNotACrash) {
+  const fs::path dir = fresh("defaults_cycle");
+  write_configs(dir, {{"a.yaml", "defaults:\n  - b\n"}, {"b.yaml", "defaults:\n  - a\n"}});
+  const Result r = wavetrain_in(dir, "train -cd configs -cn a task=toy_regression");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err,
+            "wavetrain: error: Defaults cycle: configs/a.yaml -> configs/b.yaml -> configs/a.yaml (the defaults list at "
+            "configs/b.yaml:2 includes a file that is already being read)\n");
+}
+
+TEST(CliTrain, DeepNestingIsAnErrorNotACrash) {
+  const fs::path dir = fresh("deep_nesting");
+  write_configs(dir, {{"deep.yaml", "task: toy_regression\na: " + nested("[", "", "]", 10000) + "\n"}});
+  const Result file = wavetrain_in(dir, "train -cd configs -cn deep");
+  EXPECT_EQ(file.exit_code, 1) << file.err;
+  EXPECT_EQ(file.err, "wavetrain: error: configs/deep.yaml:2: nests deeper than 256 dicts and lists (the limit)\n");
+  const Result list = wavetrain_in(dir, "train task=toy_regression '++a=" + nested("[", "", "]", 10000) + "'");
+  EXPECT_EQ(list.exit_code, 1) << list.err;
+  EXPECT_NE(list.err.find("(20004 characters): more than 256 nested lists and dicts (the limit) at position 260\n"),
+            std::string::npos)
+      << list.err.substr(0, 500);
+  const Result dict = wavetrain_in(dir, "train task=toy_regression '++a=" + nested("{a:", "1", "}", 10000) + "'");
+  EXPECT_EQ(dict.exit_code, 1) << dict.err;
+  EXPECT_NE(dict.err.find("(40005 characters): more than 256 nested lists and dicts (the limit) at position 772\n"),
+            std::string::npos)
+      << dict.err.substr(0, 500);
+  EXPECT_FALSE(fs::exists(dir / "outputs"));
+}
+
+TEST(CliTrain, LongInterpolationChainIsAnErrorNotACrash) {
+  const fs::path dir = fresh("interpolation_chain");
+  std::string chain = "task: ${a0}\n";
+  for (int i = 0; i < 100000; ++i) chain += "a" + std::to_string(i) + ": ${a" + std::to_string(i + 1) + "}\n";
+  chain += "a100000: toy_regression\n";
+  write_configs(dir, {{"chain.yaml", chain}});
+  const Result r = wavetrain_in(dir, "train -cd configs -cn chain");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err,
+            "wavetrain: error: Interpolation nests more than 512 levels deep (the limit, counting each reference "
+            "followed and each dict or list entered): task -> a0 -> a1 -> ... (507 more) -> a509 -> a510 -> a511 (at "
+            "configs/chain.yaml:513)\n");
+}
+
+TEST(CliTrain, DidYouMeanFindsTheKeyAtAnyDepth) {
+  const Result seed = wavetrain_in(fresh("did_you_mean"), "train seed=3");
+  EXPECT_EQ(seed.exit_code, 1);
+  EXPECT_EQ(seed.err, "wavetrain: error: Could not override 'seed'. To append to your config use +seed=...\n"
+                      "Did you mean trainer.seed?\n");
+  const Result amp = wavetrain_in(fresh("did_you_mean"), "train +experiment=amp segmnt=8");
+  EXPECT_EQ(amp.exit_code, 1);
+  EXPECT_EQ(amp.err, "wavetrain: error: Could not override 'segmnt'. To append to your config use +segmnt=...\n"
+                     "Did you mean amp.segment?\n");
+}
+
 }  // namespace
 
 namespace {

@@ -2,6 +2,10 @@
 // Hydra's documented behaviour is the oracle for the rules and the error texts.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
 #include "trainer/config/compose.h"
 #include "trainer/config/config.h"
 #include "trainer/config/interpolation.h"
@@ -16,6 +20,19 @@ const std::string kExtra = std::string(WAVETRAIN_TEST_DATA) + "/configs/extra";
 Composition compose_basic(std::vector<std::string> overrides, const std::string& name = "config",
                           std::vector<std::string> dirs = {kBasic}) {
   return compose({dirs, name, std::move(overrides)});
+}
+
+// Writes `files` (path relative to the folder, text) into a fresh folder under the test temp dir.
+std::string write_configs(const std::string& name, const std::vector<std::pair<std::string, std::string>>& files) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("wavetrain_compose_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  for (const auto& [path, text] : files) {
+    fs::create_directories((dir / path).parent_path());
+    std::ofstream(dir / path) << text;
+  }
+  return dir.string();
 }
 
 std::string error_of(std::vector<std::string> overrides, const std::string& name = "config") {
@@ -167,6 +184,115 @@ TEST(ComposeErrors, MissingPrimaryConfig) {
   EXPECT_EQ(error_of({}, "nope"), "Primary config 'nope.yaml' not found in the search path (" + kBasic + ")");
 }
 
+TEST(ComposeErrors, DidYouMeanFindsTheKeyAtAnyDepth) {
+  // The unknown key's last part at any depth comes first, even when a top-level key is spelt
+  // nearer (`seed` is two edits from `sweep`).
+  const std::string dir = write_configs("did_you_mean", {{"config.yaml",
+                                                         "trainer: {seed: 0, mode: min, max_epochs: 3}\n"
+                                                         "sweep: {mode: max}\n"
+                                                         "model: {channels: 16, early: {mode: x}}\n"
+                                                         "many: {a: {x: 1}, b: {x: 1}, c: {x: 1}, d: {x: 1}, "
+                                                         "e: {x: 1}, f: {x: 1}, g: {x: 1}}\n"}});
+  const auto message = [&](const std::string& override_text) {
+    try {
+      compose({{dir}, "config", {override_text}});
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(message("seed=3"),
+            "Could not override 'seed'. To append to your config use +seed=...\nDid you mean trainer.seed?");
+  EXPECT_EQ(message("model.seed=3"),
+            "Could not override 'model.seed'. To append to your config use +model.seed=...\n"
+            "Did you mean trainer.seed?");
+  EXPECT_EQ(message("~seed"), "Could not delete from config. 'seed' does not exist.\nDid you mean trainer.seed?");
+  // Several: all of them, nearest full path first.
+  EXPECT_EQ(message("mode=max"),
+            "Could not override 'mode'. To append to your config use +mode=...\n"
+            "Did you mean one of: sweep.mode, trainer.mode, model.early.mode?");
+  EXPECT_EQ(message("x=2"),
+            "Could not override 'x'. To append to your config use +x=...\n"
+            "Did you mean one of: many.a.x, many.b.x, many.c.x, many.d.x, many.e.x (and 2 more)?");
+  // Near spellings of the last part or of the whole path.
+  EXPECT_EQ(message("chanels=8"),
+            "Could not override 'chanels'. To append to your config use +chanels=...\nDid you mean model.channels?");
+  EXPECT_EQ(message("trainer.max_epoch=3"),
+            "Could not override 'trainer.max_epoch'. To append to your config use +trainer.max_epoch=...\n"
+            "Did you mean trainer.max_epochs?");
+  EXPECT_EQ(message("nothing_like_it=3"),
+            "Could not override 'nothing_like_it'. To append to your config use +nothing_like_it=...");
+}
+
+TEST(ComposeErrors, DefaultsCyclesNameTheChainOfFiles) {
+  const std::string dir = write_configs("cycles", {{"self.yaml", "defaults:\n  - self\n"},
+                                                   {"a.yaml", "defaults:\n  - b\nx: 1\n"},
+                                                   {"b.yaml", "defaults:\n  - _self_\n  - a\n"},
+                                                   {"grp/opt.yaml", "defaults:\n  - /grp: opt\n"},
+                                                   {"uses_grp.yaml", "defaults:\n  - grp: opt\n"}});
+  const auto message = [&](const std::string& name) {
+    try {
+      compose({{dir}, name, {}});
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(message("self"), "Defaults cycle: " + dir + "/self.yaml -> " + dir + "/self.yaml (the defaults list at " +
+                                 dir + "/self.yaml:2 includes a file that is already being read)");
+  EXPECT_EQ(message("a"), "Defaults cycle: " + dir + "/a.yaml -> " + dir + "/b.yaml -> " + dir +
+                              "/a.yaml (the defaults list at " + dir + "/b.yaml:3 includes a file that is already being read)");
+  EXPECT_EQ(message("uses_grp"), "Defaults cycle: " + dir + "/grp/opt.yaml -> " + dir +
+                                     "/grp/opt.yaml (the defaults list at " + dir +
+                                     "/grp/opt.yaml:2 includes a file that is already being read)");
+  // The same file reached through another path is the same file.
+  std::ofstream(dir + "/dots.yaml") << "defaults:\n  - grp/../dots\n";
+  EXPECT_EQ(message("dots").rfind("Defaults cycle: " + dir + "/dots.yaml -> " + dir + "/grp/../dots.yaml (", 0), 0u)
+      << message("dots");
+}
+
+TEST(ComposeErrors, DefaultsNestedDeeperThanTheLimit) {
+  // 300 distinct files, each including the next: no cycle, but a recursion as deep as the chain.
+  std::vector<std::pair<std::string, std::string>> files;
+  for (int i = 0; i < 300; ++i)
+    files.emplace_back("c" + std::to_string(i) + ".yaml", "defaults:\n  - c" + std::to_string(i + 1) + "\n");
+  files.emplace_back("c300.yaml", "x: 1\n");
+  const std::string dir = write_configs("chain", files);
+  try {
+    compose({{dir}, "c0", {}});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "Defaults lists nest more than 256 files deep (the limit): " + dir + "/c0.yaml -> " +
+                                         dir + "/c1.yaml -> ... -> " + dir + "/c255.yaml -> " + dir +
+                                         "/c256.yaml (included by the defaults list at " + dir + "/c255.yaml:2)");
+  }
+  EXPECT_EQ(compose({{dir}, "c60", {}}).config.find("x")->int_value(), 1);  // 241 files deep is fine
+}
+
+TEST(ComposeErrors, NestingDeeperThanTheLimit) {
+  std::string deep_package = "p";
+  for (int i = 0; i < 299; ++i) deep_package += ".p";
+  const std::string dir = write_configs("nesting", {{"config.yaml", "defaults:\n  - grp@" + deep_package + ": opt\n"},
+                                                    {"grp/opt.yaml", "a: {b: 1}\n"}});
+  try {
+    compose({{dir}, "config", {}});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "Config file " + dir + "/grp/opt.yaml placed at 'p.p.p.p....(300 parts)' would "
+                                     "nest 302 levels deep; the limit is 256 nested dicts and lists");
+  }
+  // A key of many parts: every part is a dict on the way to the value.
+  std::string deep_key = "a";
+  for (int i = 0; i < 9999; ++i) deep_key += ".a";
+  EXPECT_EQ(error_of({"++" + deep_key + "=1"}), "The override of 'a.a.a.a....(10000 parts)' on the command line would "
+                                                "nest 10000 levels deep; the limit is 256 nested dicts and lists");
+  const std::string key_250 = deep_key.substr(0, 2 * 250 - 1);
+  EXPECT_EQ(error_of({"++" + key_250 + "=[[[[[[[1]]]]]]]"}),
+            "The override of 'a.a.a.a....(250 parts)' on the command line would nest 257 levels deep; the limit is "
+            "256 nested dicts and lists");
+  EXPECT_EQ(compose_basic({"++" + key_250 + "=[[[[[[1]]]]]]"}).config.depth(), 256u);
+}
+
 TEST(ComposeValues, DictsMergeAndListsReplace) {
   const Composition c = compose_basic({"optimizer={lr:0.5,extra:{a:1}}", "optimizer.betas=[0.8]"});
   EXPECT_EQ(to_yaml(*c.config.find("optimizer")),
@@ -234,6 +360,44 @@ TEST(Interpolation, CyclesPrintTheChain) {
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_EQ(std::string(e.what()), "Interpolation cycle: a -> b -> c -> a");
+  }
+}
+
+// Resolution recurses once per reference followed: the depth is bounded (kMaxResolveDepth).
+TEST(Interpolation, ChainsDeeperThanTheLimitAreAnErrorNamingTheChain) {
+  std::string text;
+  for (int i = 0; i < 100000; ++i) text += "a" + std::to_string(i) + ": ${a" + std::to_string(i + 1) + "}\n";
+  text += "a100000: end\n";
+  const Node root = yaml(text);
+  const std::string limit =
+      "Interpolation nests more than 512 levels deep (the limit, counting each reference followed and each dict or "
+      "list entered): ";
+  try {
+    resolve_path(root, "a0", fixed_context());
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), limit + "a0 -> a1 -> a2 -> ... (507 more) -> a510 -> a511 -> a512 (at test.yaml:513)");
+  }
+  try {
+    resolve_all(root, fixed_context());  // the root dict is one level
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), limit + "a0 -> a1 -> a2 -> ... (506 more) -> a509 -> a510 -> a511 (at test.yaml:512)");
+  }
+  // The end of the chain is near enough from further down.
+  EXPECT_EQ(resolve_path(root, "a99600", fixed_context()).string_value(), "end");
+  // `${${${...}}}`: a key named by a key named by ..., one level per brace.
+  std::string nested = "${a}";
+  for (int i = 0; i < 600; ++i) nested = "${" + nested + "}";
+  try {
+    resolve_path(yaml("a: a\nn: '" + nested + "'\n"), "n", fixed_context());
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("Interpolation nests more than 512 levels deep (the limit, counting each "
+                                          "reference followed and each dict or list entered): n (at test.yaml:2)",
+                                          0),
+              0u)
+        << e.what();
   }
 }
 

@@ -340,6 +340,32 @@ TEST(OverrideError, MessageNamesTextExpectationAndPosition) {
   EXPECT_EQ(error("a=1]"), "Error parsing override 'a=1]': expected ',' or the end of the value at position 3 (found ']')");
 }
 
+TEST(OverrideError, NestingDeeperThanTheLimit) {
+  const auto nested = [](const std::string& open, const std::string& inner, const std::string& close, size_t n) {
+    std::string s;
+    for (size_t i = 0; i < n; ++i) s += open;
+    s += inner;
+    for (size_t i = 0; i < n; ++i) s += close;
+    return s;
+  };
+  EXPECT_EQ(value("a=" + nested("[", "1", "]", 256)).depth(), 256u);
+  EXPECT_EQ(value("a=" + nested("{a:", "1", "}", 256)).depth(), 256u);
+  // The parser recurses once per level: 10,000 levels must be an error, not a stack overflow. The
+  // message shows the start of a long text and the position of the 257th '[' or '{'.
+  EXPECT_EQ(error("a=" + nested("[", "", "]", 10000)),
+            "Error parsing override 'a=" + std::string(58, '[') + "...' (20002 characters): more than 256 nested "
+            "lists and dicts (the limit) at position 258");
+  EXPECT_EQ(error("a=" + nested("{a:", "1", "}", 10000)),
+            "Error parsing override 'a=" + nested("{a:", "", "", 19) + "{...' (40003 characters): more than 256 "
+            "nested lists and dicts (the limit) at position 770");
+  EXPECT_NE(error("a=1," + nested("[", "", "]", 300)).find("more than 256 nested lists and dicts (the limit) at "
+                                                          "position 260"),
+            std::string::npos);
+  EXPECT_NE(error("a=choice(" + nested("[", "", "]", 300) + ")").find("more than 256 nested lists and dicts"),
+            std::string::npos);
+  EXPECT_THROW(parse_zip("zip(a=" + nested("[", "", "]", 300) + ")"), ConfigError);
+}
+
 TEST(OverrideError, UnbalancedBracketsAndQuotes) {
   EXPECT_NE(error("a={x:1").find("expected ',' or '}' at position 6"), std::string::npos);
   EXPECT_NE(error("a=[[1]").find("expected ',' or ']' at position 6"), std::string::npos);

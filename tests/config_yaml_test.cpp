@@ -182,6 +182,40 @@ TEST(ConfigYamlRead, RecursiveAliasIsAnError) {
   EXPECT_EQ(load_error("z: 0\na: &x\n  b: [*x]\n"), "Recursive alias for 'a.b.0' (anchor at x.yaml:2)");
 }
 
+// Nesting is bounded (kMaxDepth) so that no later walk over the tree can overflow the stack.
+TEST(ConfigYamlRead, NestingDeeperThanTheLimitIsAnError) {
+  const auto nested = [](const std::string& open, const std::string& inner, const std::string& close, size_t n) {
+    std::string s;
+    for (size_t i = 0; i < n; ++i) s += open;
+    s += inner;
+    for (size_t i = 0; i < n; ++i) s += close;
+    return s;
+  };
+  // 255 lists in the root dict: 256 levels, the most there may be.
+  const Node ok = load("a: " + nested("[", "1", "]", 255) + "\n");
+  EXPECT_EQ(ok.depth(), 256u);
+  EXPECT_EQ(load_error("a: " + nested("[", "1", "]", 256) + "\n"),
+            "Value for 'a.0.0.0....(256 parts)' at x.yaml:1 nests deeper than 256 dicts and lists (the limit)");
+  EXPECT_EQ(load_error("a: " + nested("{a: ", "1", "}", 300) + "\n"),
+            "Value for 'a.a.a.a....(256 parts)' at x.yaml:1 nests deeper than 256 dicts and lists (the limit)");
+  // 10,000 levels: yaml-cpp's own guard (2000 levels) stops its parser first.
+  EXPECT_EQ(load_error("a: " + nested("[", "", "]", 10000) + "\n"),
+            "x.yaml:1: nests deeper than 256 dicts and lists (the limit)");
+  EXPECT_EQ(load_error("z: 0\na: " + nested("{a: ", "1", "}", 10000) + "\n"),
+            "x.yaml:2: nests deeper than 256 dicts and lists (the limit)");
+  std::string block;
+  for (size_t i = 0; i < 10000; ++i) block += std::string(i, ' ') + "a:\n";
+  const std::string block_error = load_error(block);
+  EXPECT_EQ(block_error.rfind("x.yaml:", 0), 0u) << block_error;
+  EXPECT_NE(block_error.find(": nests deeper than 256 dicts and lists (the limit)"), std::string::npos) << block_error;
+  // Aliases nest without nesting the text: each line adds a level.
+  std::string aliases = "k0: &a0 [1]\n";
+  for (size_t i = 1; i < 10000; ++i)
+    aliases += "k" + std::to_string(i) + ": &a" + std::to_string(i) + " [*a" + std::to_string(i - 1) + "]\n";
+  EXPECT_EQ(load_error(aliases),
+            "Value for 'k255.0.0.0....(256 parts)' at x.yaml:1 nests deeper than 256 dicts and lists (the limit)");
+}
+
 TEST(ConfigYamlRead, MergeKeyAddsTheKeysThatTheMappingDoesNotDefine) {
   const Node n = load(
       "base: &base {lr: 0.1, depth: 2}\n"

@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "trainer/config/override.h"
 #include "trainer/config/yaml_io.h"
@@ -146,16 +147,20 @@ class Composer {
   }
 
  private:
+  // Both ask about paths made from what was typed: a name too long for the file system (a key of
+  // thousands of parts) is no group and no file, not a filesystem_error.
   bool is_group(const std::string& path) const {
+    std::error_code ec;
     for (const std::string& d : opt_.config_dirs)
-      if (fs::is_directory(fs::path(d) / path)) return true;
+      if (fs::is_directory(fs::path(d) / path, ec)) return true;
     return false;
   }
 
   std::optional<std::string> find_file(const std::string& config_path) const {
+    std::error_code ec;
     for (const std::string& d : opt_.config_dirs) {
       const fs::path p = fs::path(d) / (config_path + ".yaml");
-      if (fs::is_regular_file(p)) return p.string();
+      if (fs::is_regular_file(p, ec)) return p.string();
     }
     return std::nullopt;
   }
@@ -212,6 +217,8 @@ class Composer {
       }
       throw ConfigError("Could not find config '" + config_path + "' (in the defaults list at " + asked_at.str() + ")");
     }
+    const Including including(including_, *file);
+    check_including(asked_at);
     std::ifstream in(*file);
     std::stringstream text;
     text << in.rdbuf();
@@ -283,6 +290,41 @@ class Composer {
     return node;
   }
 
+  // The files whose defaults lists are being read, outermost first: build() recurses once per
+  // nested defaults list.
+  struct Included {
+    std::string file;      // as found in the search path, for messages
+    std::string identity;  // the canonical path: the same file reached through `..` or a link
+  };
+  struct Including {
+    Including(std::vector<Included>& stack, const std::string& file) : stack_(stack) {
+      std::error_code ec;
+      const fs::path canonical = fs::weakly_canonical(file, ec);
+      stack_.push_back({file, ec ? file : canonical.string()});
+    }
+    ~Including() { stack_.pop_back(); }
+    std::vector<Included>& stack_;
+  };
+
+  // A file that includes itself, directly or through others, would be read forever (the same
+  // file gives the same defaults list); a chain of distinct files is bounded too, for the stack.
+  void check_including(const Origin& asked_at) const {
+    const Included& last = including_.back();
+    for (size_t i = 0; i + 1 < including_.size(); ++i) {
+      if (including_[i].identity != last.identity) continue;
+      std::string chain;
+      for (size_t k = i; k < including_.size(); ++k) chain += (k > i ? " -> " : "") + including_[k].file;
+      throw ConfigError("Defaults cycle: " + chain + " (the defaults list at " + asked_at.str() +
+                        " includes a file that is already being read)");
+    }
+    if (including_.size() > kMaxDepth) {
+      const size_t n = including_.size();
+      throw ConfigError("Defaults lists nest more than " + std::to_string(kMaxDepth) + " files deep (the limit): " +
+                        including_[0].file + " -> " + including_[1].file + " -> ... -> " + including_[n - 2].file +
+                        " -> " + including_[n - 1].file + " (included by the defaults list at " + asked_at.str() + ")");
+    }
+  }
+
   void include_group(DefaultsNode& parent, const Entry& e, const std::string& parent_pkg) {
     const std::string option = choose(e.path, e.package, e.option);
     if (option.empty()) return;  // null: this group contributes nothing
@@ -318,6 +360,8 @@ class Composer {
   }
 
   void merge_at(const std::string& package, const Node& content, const std::string& file) {
+    // A package of many parts (`group@a.b.c...`) deepens the tree as much as the file's own nesting.
+    check_depth(package, content, "Config file " + file + " placed at '" + abbreviate_path(package) + "'");
     if (package.empty()) {
       merge_into(result_.config, content);
       return;
@@ -338,6 +382,7 @@ class Composer {
   const ComposeOptions& opt_;
   Composition result_;
   std::set<std::string> included_;  // group or group@package, for every group in the tree
+  std::vector<Included> including_;  // see Including
   std::map<std::string, GroupOverride> cli_choices_;
   std::vector<GroupOverride> appended_;
   std::vector<Override> value_overrides_;
@@ -368,22 +413,63 @@ void collect_keys(const Node& n, const std::string& prefix, std::vector<std::str
   }
 }
 
+std::string last_part(const std::string& path) {
+  const size_t dot = path.rfind('.');
+  return dot == std::string::npos ? path : path.substr(dot + 1);
+}
+
+// "\nDid you mean trainer.seed?" for an unknown key, or "" when nothing is close. In order:
+//   1. keys whose last part is the unknown key's last part, at any depth (`seed` -> trainer.seed),
+//      nearest full path first;
+//   2. else the nearest spellings, of the full path (`trainer.max_epoch` -> trainer.max_epochs) or
+//      of the last part (`chanels` -> model.channels).
+// Several equally good keys are all named, up to kMaxSuggestions.
 std::string did_you_mean(const Node& config, const std::string& key) {
+  constexpr size_t kMaxSuggestions = 5;
   std::vector<std::string> keys;
   collect_keys(config, "", keys);
-  std::string best;
-  size_t best_distance = std::max<size_t>(2, key.size() / 5) + 1;
-  for (const std::string& k : keys) {
-    const size_t d = edit_distance(k, key);
-    if (d < best_distance) {
-      best_distance = d;
-      best = k;
+  const std::string leaf = last_part(key);
+  // A typo is a few edits: about one per five characters, at least one (two for whole paths).
+  const size_t full_limit = std::max<size_t>(2, key.size() / 5);
+  const size_t leaf_limit = std::max<size_t>(1, leaf.size() / 5);
+
+  struct Candidate {
+    size_t tier, distance, order;
+    const std::string* key;
+  };
+  std::vector<Candidate> candidates;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const size_t full = edit_distance(keys[i], key);
+    if (last_part(keys[i]) == leaf) {
+      candidates.push_back({0, full, i, &keys[i]});
+      continue;
     }
+    const size_t leaf_distance = edit_distance(last_part(keys[i]), leaf);
+    size_t best = std::string::npos;
+    if (full <= full_limit) best = full;
+    if (leaf_distance <= leaf_limit) best = std::min(best, leaf_distance);
+    if (best != std::string::npos) candidates.push_back({1, best, i, &keys[i]});
   }
-  return best.empty() ? "" : "\nDid you mean " + best + "?";
+  if (candidates.empty()) return "";
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return std::tie(a.tier, a.distance, a.order) < std::tie(b.tier, b.distance, b.order);
+  });
+  // Exact last parts are all worth naming; of the near spellings, only the nearest.
+  std::vector<const std::string*> named;
+  for (const Candidate& c : candidates) {
+    if (c.tier != candidates[0].tier || (c.tier == 1 && c.distance != candidates[0].distance)) break;
+    named.push_back(c.key);
+  }
+  if (named.size() == 1) return "\nDid you mean " + *named[0] + "?";
+  std::string list;
+  for (size_t i = 0; i < std::min(named.size(), kMaxSuggestions); ++i) list += (i ? ", " : "") + *named[i];
+  if (named.size() > kMaxSuggestions) list += " (and " + std::to_string(named.size() - kMaxSuggestions) + " more)";
+  return "\nDid you mean one of: " + list + "?";
 }
 
 void Composer::apply_value(Node& config, const Override& o) {
+  // The value's own nesting was checked when it was parsed; its key adds one level per part.
+  if (o.value) check_depth(o.key, *o.value, "The override of '" + abbreviate_path(o.key) + "' on the command line");
   Node* existing = config.find_path(o.key);
   switch (o.type) {
     case OverrideType::Change:

@@ -9,6 +9,9 @@
 //     config names. Group paths are relative to the folder of the file holding the list.
 //   - A group option's keys go under its package: the parent's package joined with the group path
 //     (`model`), replaced by `@pkg` in the entry or by a `# @package X` header (`_global_` = root).
+//   - A file that includes itself, directly or through others, is an error naming the chain of files;
+//     defaults lists nest at most kMaxDepth (256) files deep. A package or a key never makes the
+//     composed tree nest deeper than kMaxDepth either.
 //   - Command line: `model=lstm` changes a choice, `+group=opt` appends to the primary defaults
 //     list, `++group=opt` changes or appends, `~group` removes. Every other override sets a value
 //     after composition: `key=v` (must exist), `+key=v` (must not exist), `++key=v`, `~key[=v]`.

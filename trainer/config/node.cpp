@@ -1,10 +1,12 @@
 // The config tree; see node.h.
 #include "trainer/config/node.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <unordered_map>
 
 namespace wavetrain::config {
 namespace {
@@ -220,6 +222,42 @@ bool Node::erase_path(const std::string& path) {
   return parent->erase(parts.back());
 }
 
+size_t Node::depth() const {
+  // An explicit stack of (node, its depth) rather than recursion: this is the check that runs
+  // before a tree is known to be shallow.
+  size_t deepest = 0;
+  std::vector<std::pair<const Node*, size_t>> todo{{this, 0}};
+  while (!todo.empty()) {
+    const auto [n, above] = todo.back();
+    todo.pop_back();
+    if (n->is_scalar()) continue;
+    deepest = std::max(deepest, above + 1);
+    for (const Node& item : n->items_) todo.emplace_back(&item, above + 1);
+    for (const Entry& e : n->entries_) todo.emplace_back(&e.second, above + 1);
+  }
+  return deepest;
+}
+
+void check_depth(const std::string& path, const Node& value, const std::string& what) {
+  // Each part of the path is a dict (or list) that holds the value.
+  const size_t above = path.empty() ? 0 : split_path(path).size();
+  const size_t total = above + value.depth();
+  if (total > kMaxDepth)
+    throw ConfigError(what + " would nest " + std::to_string(total) + " levels deep; the limit is " +
+                      std::to_string(kMaxDepth) + " nested dicts and lists");
+}
+
+std::string abbreviate_path(const std::string& path) {
+  constexpr size_t kShown = 4;
+  size_t dots = 0, cut = std::string::npos;
+  for (size_t i = 0; i < path.size(); ++i) {
+    if (path[i] != '.') continue;
+    if (++dots == kShown) cut = i;
+  }
+  if (dots < 2 * kShown) return path;
+  return path.substr(0, cut) + "....(" + std::to_string(dots + 1) + " parts)";
+}
+
 const char* Node::kind_name(Kind k) {
   switch (k) {
     case Kind::Null: return "null";
@@ -303,10 +341,14 @@ bool operator==(const Node& a, const Node& b) {
 
 void merge_into(Node& dst, const Node& src) {
   if (dst.is_mapping() && src.is_mapping()) {
+    // An index of dst's keys: find() per key would make merging a file of many keys quadratic.
+    std::vector<Node::Entry>& entries = dst.entries();
+    std::unordered_map<std::string, size_t> index;
+    for (size_t i = 0; i < entries.size(); ++i) index.emplace(entries[i].first, i);
     for (const Node::Entry& e : src.entries()) {
-      Node* existing = dst.find(e.first);
-      if (existing) merge_into(*existing, e.second);
-      else dst.set(e.first, e.second);
+      const auto [it, added] = index.emplace(e.first, entries.size());
+      if (added) entries.push_back(e);
+      else merge_into(entries[it->second].second, e.second);
     }
     return;
   }

@@ -8,6 +8,7 @@
 // Mappings keep their keys in insertion order, which is the order they are written back.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -16,6 +17,13 @@
 #include <vector>
 
 namespace wavetrain::config {
+
+// How many dicts and lists may nest inside each other in a config (a scalar at the top is depth 0,
+// `a: [1]` is depth 2). Real configs stay under 10; the limit is what keeps a hostile or generated
+// file or override from overflowing the stack, because copying, comparing, merging, printing and
+// resolving a tree all recurse once per level. Reading YAML, parsing an override, placing a file
+// at its package and setting a key all check it.
+inline constexpr size_t kMaxDepth = 256;
 
 // Where a value came from: "configs/model/wavenet.yaml:3", or the command line.
 struct Origin {
@@ -97,6 +105,10 @@ class Node {
   Node& set_path(const std::string& path, Node value);
   bool erase_path(const std::string& path);
 
+  // How many dicts and lists nest here: 0 for a scalar, 1 for a dict or list of scalars (or an
+  // empty one). Iterative, so it is safe on a tree of any depth.
+  size_t depth() const;
+
   // Human name of the kind: "null", "bool", "int", "float", "string", "???", "list", "dict".
   static const char* kind_name(Kind k);
   // The value as a user would write it on the command line (scalars) or in flow YAML (containers).
@@ -117,6 +129,14 @@ class Node {
 // Merges `src` into `dst` as OmegaConf does: mappings merge key by key (recursively), anything else
 // replaces the destination value (lists are replaced, not concatenated).
 void merge_into(Node& dst, const Node& src);
+
+// Throws ConfigError when `value`, placed at `path` (a dotted key from the root, "" for the root),
+// would nest more than kMaxDepth dicts and lists: "<what> would nest <n> levels deep; the limit is
+// 256 nested dicts and lists".
+void check_depth(const std::string& path, const Node& value, const std::string& what);
+
+// A long dotted path cut to its first parts for an error message: "a.a.a.a....(300 parts)".
+std::string abbreviate_path(const std::string& path);
 
 // Splits "a.b.0.c" into {"a","b","0","c"}; throws ConfigError for an empty part ("a..b").
 std::vector<std::string> split_path(const std::string& path);

@@ -240,6 +240,13 @@ class Parser {
   const std::string& s_;
   std::string what_;  // "override" or "zip", for messages
   size_t i_ = 0;      // the cursor
+  size_t depth_ = 0;  // lists and dicts open at the cursor
+
+  struct Nested {
+    explicit Nested(size_t& depth) : depth_(depth) { ++depth_; }
+    ~Nested() { --depth_; }
+    size_t& depth_;
+  };
 
   bool at_end() const { return i_ >= s_.size(); }
   char peek() const { return at_end() ? '\0' : s_[i_]; }
@@ -264,7 +271,10 @@ class Parser {
 
   [[noreturn]] void fail(const std::string& msg, size_t pos, const std::string& suffix = "") const {
     const std::string where = pos == npos ? "" : " at position " + std::to_string(pos);
-    throw ConfigError("Error parsing " + what_ + " '" + s_ + "': " + msg + where + suffix);
+    // A generated override can be huge; its start and the position are enough to find it.
+    const std::string text =
+        s_.size() <= 200 ? "'" + s_ + "'" : "'" + s_.substr(0, 60) + "...' (" + std::to_string(s_.size()) + " characters)";
+    throw ConfigError("Error parsing " + what_ + " " + text + ": " + msg + where + suffix);
   }
   [[noreturn]] void expected(const std::string& what, size_t pos) const {
     fail("expected " + what, pos, pos < s_.size() ? " (found '" + std::string(1, s_[pos]) + "')" : " (end of text)");
@@ -333,7 +343,16 @@ class Parser {
     return parse_unquoted();
   }
 
+  // Lists and dicts are parsed recursively, as every later walk over the value recurses: a '[' or
+  // '{' opening more than kMaxDepth containers is an error.
+  void check_nesting() const {
+    if (depth_ >= kMaxDepth)
+      fail("more than " + std::to_string(kMaxDepth) + " nested lists and dicts (the limit)", i_);
+  }
+
   Node parse_list() {
+    check_nesting();
+    const Nested nested(depth_);
     ++i_;  // '['
     Node list = Node::sequence(cl());
     if (eat(']')) return list;
@@ -345,6 +364,8 @@ class Parser {
   }
 
   Node parse_dict() {
+    check_nesting();
+    const Nested nested(depth_);
     ++i_;  // '{'
     Node dict = Node::mapping(cl());
     if (eat('}')) return dict;

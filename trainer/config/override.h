@@ -10,7 +10,8 @@
 // Unlike Hydra, ':' and '=' need no escape inside an unquoted value (`device=cuda:0` works);
 // ':' still ends a dict key and `name=` still names a function argument.
 // Errors are ConfigError: "Error parsing override '<text>': <what> at position <n> (found 'c')",
-// where n counts characters of the text from 0.
+// where n counts characters of the text from 0; a text over 200 characters is shown by its first 60
+// and its length. Lists and dicts nest at most kMaxDepth (256) deep.
 #pragma once
 
 #include <optional>

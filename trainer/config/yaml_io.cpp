@@ -2,6 +2,9 @@
 // yaml_io.h.
 #include "trainer/config/yaml_io.h"
 
+// YAML::DeepRecursion, which yaml.h does not include. The library does not export its typeinfo;
+// libstdc++ matches exception types by name, so catching it works all the same (tested).
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -95,6 +98,12 @@ class Reader {
     const std::string& tag = y.Tag();
     const std::string want = y.IsMap() ? "tag:yaml.org,2002:map" : "tag:yaml.org,2002:seq";
     if (tag != "?" && tag != "!" && tag != want) throw unsupported_tag(y, path);
+    // yaml-cpp stops at 2000 levels of syntax, but aliases nest without any (each `&aN [*aN-1]`
+    // adds a level), and every later walk over the tree recurses once per level.
+    if (open_.size() >= kMaxDepth) {
+      throw ConfigError("Value" + for_key(abbreviate_path(path)) + " at " + where(y) + " nests deeper than " +
+                        std::to_string(kMaxDepth) + " dicts and lists (the limit)");
+    }
     open_.push_back(y);
     Node out = y.IsMap() ? convert_mapping(y, path) : convert_sequence(y, path);
     open_.pop_back();
@@ -124,6 +133,7 @@ class Reader {
   Node convert_mapping(const YAML::Node& y, const std::string& path) {
     Node out = Node::mapping(at(y));
     std::map<std::string, int> first_line;  // keys written in this mapping (not merged in)
+    bool merged = false;                     // whether a `<<` has added keys
     for (const auto& entry : y) {
       // Copies (cheap handles): yaml-cpp's iterator hands out a temporary pair.
       const YAML::Node key_node = entry.first;
@@ -143,10 +153,14 @@ class Reader {
       // A plain `<<` is the YAML 1.1 merge key; a quoted '<<' is an ordinary key.
       if (key == "<<" && key_node.Tag() == "?") {
         merge_key(out, convert(value, path, line), path, key_node);
+        merged = true;
         continue;
       }
       // Replaces, in place, a value that an earlier `<<` merged in: the mapping's own keys win.
-      out.set(key, convert(value, child(path, key), line));
+      // Without a merge the key is new (duplicates were refused above): appending keeps a big
+      // mapping linear, where set()'s search would make it quadratic.
+      if (merged) out.set(key, convert(value, child(path, key), line));
+      else out.entries().emplace_back(key, convert(value, child(path, key), line));
     }
     return out;
   }
@@ -395,6 +409,11 @@ Node load_yaml_string(const std::string& text, const std::string& source_name) {
   std::vector<YAML::Node> documents;
   try {
     documents = YAML::LoadAll(text);
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp's own guard (2000 levels) against overflowing its stack; ours is lower, so name
+    // that. Its mark is where its scanner had got to (the end of a flow line), so no column.
+    throw ConfigError(source_name + ":" + std::to_string(e.mark.line + 1) + ": nests deeper than " +
+                      std::to_string(kMaxDepth) + " dicts and lists (the limit)");
   } catch (const YAML::Exception& e) {
     const std::string where = e.mark.is_null() ? source_name
                                                : source_name + ":" + std::to_string(e.mark.line + 1) + ":" +

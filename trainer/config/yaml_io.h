@@ -4,7 +4,8 @@
 // (so `on`, `yes` and `y` stay strings, and a quoted '123' stays a string), `???` is Missing, and
 // explicit tags !!str, !!int, !!float, !!bool, !!null are honoured. Aliases are copied (the Node
 // tree never shares nodes), `<<: *anchor` merge keys are applied, and duplicate keys are errors.
-// Every node gets the origin file:line it was read from.
+// Every node gets the origin file:line it was read from. Dicts and lists nest at most kMaxDepth
+// (256) deep, aliases included.
 //
 // Writing produces block-style YAML that load_yaml_string() reads back to an equal tree:
 // strings that would read back as another type (or not at all) are quoted.
