@@ -139,7 +139,19 @@ Metrics evaluate(Task& task, Split split, const at::Device& device, const AmpPol
 
 Trainer::Trainer(const config::Config& cfg, const RunDirectory& run, DeviceChoice device, AmpPolicy amp,
                  ProcessGroup* group)
-    : cfg_(cfg), run_(run), device_(std::move(device)), amp_(std::move(amp)), group_(group) {}
+    : cfg_(cfg),
+      run_(run),
+      device_(std::move(device)),
+      amp_(std::move(amp)),
+      group_(group),
+      out_(&std::cout),
+      terminal_(stdout_is_terminal()),
+      now_([] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }) {}
+
+void Trainer::set_output(std::ostream& out, bool terminal) {
+  out_ = &out;
+  terminal_ = terminal;
+}
 
 FitResult Trainer::fit() {
   const int64_t seed = cfg_.get_int("trainer.seed", 0);
@@ -214,8 +226,9 @@ FitResult Trainer::fit() {
   auto log_line = [&](const std::string& line) {
     if (writer) run_.log(line);
   };
-  const bool terminal = stdout_is_terminal();
-  ProgressReporter progress(std::cout, terminal);
+  const bool terminal = terminal_;
+  std::ostream& out = *out_;
+  ProgressReporter progress(out, terminal);
   const std::filesystem::path ckpt_dir = run_.path() / "checkpoints";
   if (rank == 0) std::filesystem::create_directories(ckpt_dir);
 
@@ -258,8 +271,8 @@ FitResult Trainer::fit() {
   int64_t step = 0;
   int64_t samples = 0;
   int64_t skipped_steps = 0;
-  const auto start = std::chrono::steady_clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  const double start = now_();
+  auto elapsed = [&] { return now_() - start; };
 
   // Everything needed to continue exactly: `batch_in_epoch` batches of `epoch` are done.
   auto capture = [&](int64_t epoch, int64_t batch_in_epoch, const Metrics& metrics) {
@@ -359,7 +372,7 @@ FitResult Trainer::fit() {
     std::string line = "epoch " + std::to_string(epoch + 1) + " step " + std::to_string(step) + ":";
     for (const auto& [k, v] : val) line += " " + k + "=" + config::format_float(v);
     log_line(line);
-    if (!terminal && writer) std::cout << line << "\n";
+    if (!terminal && writer) out << line << "\n";
     if (!stop_monitor.empty()) {
       const double v = find_metric(val, stop_monitor);
       if (!std::isfinite(v)) {

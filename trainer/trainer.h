@@ -16,6 +16,8 @@
 // optimizer.{name: adam|adamw|sgd, lr, weight_decay, momentum}, scheduler.* (lr_scheduler.h).
 #pragma once
 
+#include <functional>
+#include <iosfwd>
 #include <string>
 
 #include "trainer/amp.h"
@@ -48,12 +50,22 @@ class Trainer {
           ProcessGroup* group = nullptr);
   FitResult fit();
 
+  // Where the progress line and the validation lines go (std::cout by default, as a terminal
+  // when stdout_is_terminal()).
+  void set_output(std::ostream& out, bool terminal);
+  // The clock behind trainer.max_time, the progress line's rates and ETA and result.json's
+  // seconds: seconds from any origin, steady_clock by default. Tests make time deterministic.
+  void set_clock(std::function<double()> now) { now_ = std::move(now); }
+
  private:
   const config::Config& cfg_;
   const RunDirectory& run_;
   DeviceChoice device_;
   AmpPolicy amp_;
   ProcessGroup* group_;
+  std::ostream* out_;
+  bool terminal_;
+  std::function<double()> now_;
 };
 
 }  // namespace wavetrain
