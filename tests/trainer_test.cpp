@@ -1,11 +1,14 @@
 // The training loop on toy_regression: it learns the function, a seed reproduces a run bit for
 // bit, max_steps stops on the step, and the monitored best checkpoint is the best validation.
+// The progress line of a resumed run and under max_time.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "trainer/checkpoint.h"
 #include "trainer/config/compose.h"
@@ -23,9 +26,7 @@ fs::path run_dir(const std::string& name) {
   return fs::path(::testing::TempDir()) / ("wavetrain_trainer_" + name + "_" + std::to_string(::getpid()));
 }
 
-FitResult fit(const std::string& name, const std::vector<std::string>& overrides, TrainingState* last = nullptr) {
-  const fs::path dir = run_dir(name);
-  fs::remove_all(dir);
+config::Config toy_config(const std::vector<std::string>& overrides) {
   config::Node tree = config::load_yaml_string(
       "task: toy_regression\n"
       "trainer: {seed: 0, max_epochs: 20, max_steps: -1, batch_size: 32, log_every_n_steps: 50, monitor: '', mode: min}\n"
@@ -33,7 +34,13 @@ FitResult fit(const std::string& name, const std::vector<std::string>& overrides
       "scheduler: {name: constant, interval: epoch, step_size: 1, gamma: 1.0}\n",
       "test.yaml");
   for (const std::string& o : overrides) config::apply_value_override(tree, o);
-  const config::Config cfg(tree);
+  return config::Config(tree);
+}
+
+FitResult fit(const std::string& name, const std::vector<std::string>& overrides, TrainingState* last = nullptr) {
+  const fs::path dir = run_dir(name);
+  fs::remove_all(dir);
+  const config::Config cfg = toy_config(overrides);
   const RunDirectory run = RunDirectory::create(dir);
   const DeviceChoice cpu{c10::Device(c10::kCPU), {}};
   FitResult r = Trainer(cfg, run, cpu, AmpPolicy{}).fit();
@@ -205,6 +212,83 @@ TEST(Trainer, TopKAndEveryNEpochsCheckpoints) {
   EXPECT_TRUE(std::any_of(top.begin(), top.end(), [&](const std::string& n) { return n.find("=" + best_value + ".ckpt") != std::string::npos; }))
       << best_value;
   EXPECT_TRUE(fs::exists(run_dir("top_k") / "checkpoints/best.ckpt"));
+}
+
+// One session of the run in `dir`: the first creates it, later ones (with trainer.resume) continue
+// it. The trainer's clock is fake, one second further on each reading, so times, rates and
+// max_time are the same on any machine; `out` gets what the trainer prints (plain lines).
+FitResult session(const fs::path& dir, const std::vector<std::string>& overrides, std::string* out = nullptr) {
+  const config::Config cfg = toy_config(overrides);
+  const RunDirectory run = cfg.has("trainer.resume") ? RunDirectory::attach(dir) : RunDirectory::create(dir);
+  Trainer trainer(cfg, run, DeviceChoice{c10::Device(c10::kCPU), {}}, AmpPolicy{});
+  std::ostringstream text;
+  trainer.set_output(text, /*terminal=*/false);
+  double now = 0;
+  trainer.set_clock([&now] { return now += 1.0; });
+  FitResult r = trainer.fit();
+  if (out) *out = text.str();
+  return r;
+}
+
+// The progress lines among what the trainer printed.
+std::vector<std::string> progress_lines(const std::string& out) {
+  std::vector<std::string> lines;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);)
+    if (line.find(" it/s") != std::string::npos) lines.push_back(line);
+  return lines;
+}
+
+// The number before `unit` in a progress line ("2.50 it/s" -> 2.5), or the ETA in seconds.
+double number_before(const std::string& line, const std::string& unit) {
+  const size_t end = line.find(unit);
+  if (end == std::string::npos) return NAN;
+  const size_t begin = line.rfind(' ', end - 1) + 1;
+  return std::stod(line.substr(begin, end - begin));
+}
+double eta_seconds(const std::string& line) {
+  const size_t at = line.find(" ETA ");
+  if (at == std::string::npos) return NAN;
+  int h = 0, m = 0, sec = 0;
+  std::sscanf(line.c_str() + at + 5, "%d:%d:%d", &h, &m, &sec);
+  return h * 3600.0 + m * 60.0 + sec;
+}
+
+TEST(Trainer, AResumedRunsRateCountsOnlyItsOwnSteps) {
+  const fs::path dir = run_dir("resume_rate");
+  fs::remove_all(dir);
+  std::string first, second;
+  session(dir, {"trainer.max_epochs=2", "trainer.max_steps=40"}, &first);
+  const FitResult r = session(dir, {"trainer.max_epochs=2", "trainer.max_steps=64", "+trainer.resume=last"}, &second);
+  EXPECT_EQ(r.global_step, 64);
+  // The last line of each session is printed at its end. Both sessions run at about one step per
+  // (fake) second; counting the first session's 40 steps in the second's 24 s gave 2.5 times that.
+  ASSERT_FALSE(progress_lines(first).empty()) << first;
+  ASSERT_FALSE(progress_lines(second).empty()) << second;
+  const std::string last_first = progress_lines(first).back(), last_second = progress_lines(second).back();
+  EXPECT_NE(last_first.find("step 40/40 "), std::string::npos) << last_first;
+  EXPECT_NE(last_second.find("step 64/64 "), std::string::npos) << last_second;
+  const double rate_first = number_before(last_first, " it/s"), rate_second = number_before(last_second, " it/s");
+  EXPECT_NEAR(rate_second, rate_first, 0.2 * rate_first) << last_first << "\n" << last_second;
+  EXPECT_NEAR(number_before(last_second, " items/s"), 32 * rate_second, 0.1 * 32 * rate_second) << last_second;
+  // The resume is announced once, in the progress line's terms (epoch 2 is under way).
+  const std::string resumed = "resumed from " + (dir / "checkpoints/last.ckpt").string() +
+                              " at epoch 2, step 40 (8 batches into the epoch)\n";
+  EXPECT_EQ(second.find(resumed), 0u) << second;
+  EXPECT_EQ(second.find("resumed from", 1), std::string::npos) << second;
+  EXPECT_EQ(first.find("resumed from"), std::string::npos) << first;
+}
+
+TEST(Trainer, TheEtaIsCappedByMaxTime) {
+  const fs::path dir = run_dir("eta_max_time");
+  fs::remove_all(dir);
+  // Each step reads the clock twice (progress line, max_time): 20 s are 10 steps of the 32.
+  std::string out;
+  EXPECT_EQ(session(dir, {"trainer.max_epochs=1", "+trainer.max_time=20"}, &out).global_step, 10);
+  ASSERT_FALSE(progress_lines(out).empty()) << out;
+  // After step 1, at 1 it/s, the 31 steps left take 31 s, but the time limit comes in 19.
+  EXPECT_NE(progress_lines(out)[0].find("(max_time)"), std::string::npos) << out;
+  EXPECT_LE(eta_seconds(progress_lines(out)[0]), 20) << out;
 }
 
 TEST(Trainer, DeterministicModeGivesTheSameWeights) {

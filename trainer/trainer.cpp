@@ -229,6 +229,7 @@ FitResult Trainer::fit() {
   const bool terminal = terminal_;
   std::ostream& out = *out_;
   ProgressReporter progress(out, terminal);
+  const ThroughputUnit unit = task->throughput_unit();
   const std::filesystem::path ckpt_dir = run_.path() / "checkpoints";
   if (rank == 0) std::filesystem::create_directories(ckpt_dir);
 
@@ -269,10 +270,26 @@ FitResult Trainer::fit() {
   FitResult result;
   double best_value = NAN;
   int64_t step = 0;
-  int64_t samples = 0;
+  int64_t start_step = 0;  // where this session started: its rates count only its own steps
+  int64_t items = 0;       // training items this session
   int64_t skipped_steps = 0;
   const double start = now_();
-  auto elapsed = [&] { return now_() - start; };
+  auto elapsed = [&] { return now_() - start; };  // this session's
+  double last_loss = NAN;
+  auto progress_state = [&](int64_t epoch, double loss) {
+    ProgressState p;
+    p.epoch = epoch;
+    p.max_epochs = epochs;
+    p.step = step;
+    p.total_steps = total_steps;
+    p.steps_this_session = step - start_step;
+    p.elapsed_s = elapsed();
+    if (max_time > 0) p.time_left_s = std::max(0.0, max_time - p.elapsed_s);
+    p.loss = loss;
+    p.units_this_session = static_cast<double>(items) * unit.per_item;
+    p.unit = unit.unit;
+    return p;
+  };
 
   // Everything needed to continue exactly: `batch_in_epoch` batches of `epoch` are done.
   auto capture = [&](int64_t epoch, int64_t batch_in_epoch, const Metrics& metrics) {
@@ -307,9 +324,14 @@ FitResult Trainer::fit() {
     start_epoch = state.epoch;
     start_batch = state.batch_in_epoch;
     step = state.global_step;
+    start_step = step;
     best_value = find_metric(state.metrics, "best/" + monitor);
-    log_line("resumed from " + path + " at epoch " + std::to_string(start_epoch) + ", batch " +
-             std::to_string(start_batch) + ", step " + std::to_string(step));
+    // Epochs as the progress line counts them (1-based, the one under way).
+    std::string line = "resumed from " + path + " at epoch " + std::to_string(start_epoch + 1) + ", step " +
+                       std::to_string(step);
+    if (start_batch > 0) line += " (" + std::to_string(start_batch) + " batches into the epoch)";
+    log_line(line);
+    if (writer) out << line << "\n" << std::flush;
   }
   // Fault injection for the resume tests: the process kills itself (SIGKILL, no cleanup) right
   // after this optimizer step and any checkpoint due at it.
@@ -412,7 +434,7 @@ FitResult Trainer::fit() {
       Metrics logged;
       const at::Tensor loss = task->loss(prediction, batch, logged);  // fp32, outside autocast
       loss_value = loss.item<double>();
-      samples += batch.size;
+      items += batch.size;
       if (!std::isfinite(loss_value) && !scaler.enabled()) {
         const std::string where = "non-finite loss " + config::format_float(loss_value) + " at step " +
                                   std::to_string(step) + " (epoch " + std::to_string(epoch) + ", batch " +
@@ -459,7 +481,8 @@ FitResult Trainer::fit() {
         if (writer)
           for (const auto& [k, v] : logged) tb->add_scalar(k, v, step);
       }
-      if (writer) progress.update({epoch, epochs, step, total_steps, step, elapsed(), loss_value, samples});
+      last_loss = loss_value;
+      if (writer) progress.update(progress_state(epoch, loss_value));
       const int64_t steps_in_epoch = (consumed + accumulate - 1) / accumulate;
       if (val_every > 0 && consumed < batches &&
           (val_every_global ? step % val_every == 0 : steps_in_epoch % val_every == 0))
@@ -488,6 +511,8 @@ FitResult Trainer::fit() {
     if (step >= total_steps) break;
   }
   if (skipped_steps > 0) log_line(std::to_string(skipped_steps) + " steps skipped for non-finite losses");
+  // The last line shows where the run ended, not where the last timed redraw happened to be.
+  if (writer && step > start_step) progress.update(progress_state(result.epochs - 1, last_loss), /*force=*/true);
   progress.finish();
   if (!writer) return result;
 
