@@ -1,6 +1,7 @@
 // The training loop on toy_regression: it learns the function, a seed reproduces a run bit for
 // bit, max_steps stops on the step, and the monitored best checkpoint is the best validation.
-// The progress line of a resumed run and under max_time.
+// Resumed runs: what the progress line reports, max_time and early stopping across sessions, and
+// a finished run left as it is.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "trainer/checkpoint.h"
@@ -254,6 +256,18 @@ double eta_seconds(const std::string& line) {
   return h * 3600.0 + m * 60.0 + sec;
 }
 
+// Every file under `dir` with its bytes and modification time.
+std::map<std::string, std::pair<std::string, fs::file_time_type>> snapshot(const fs::path& dir) {
+  std::map<std::string, std::pair<std::string, fs::file_time_type>> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    files[e.path().string()] = {std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()),
+                                e.last_write_time()};
+  }
+  return files;
+}
+
 TEST(Trainer, AResumedRunsRateCountsOnlyItsOwnSteps) {
   const fs::path dir = run_dir("resume_rate");
   fs::remove_all(dir);
@@ -279,16 +293,56 @@ TEST(Trainer, AResumedRunsRateCountsOnlyItsOwnSteps) {
   EXPECT_EQ(first.find("resumed from"), std::string::npos) << first;
 }
 
-TEST(Trainer, TheEtaIsCappedByMaxTime) {
-  const fs::path dir = run_dir("eta_max_time");
+TEST(Trainer, MaxTimeCountsEverySessionAndCapsTheEta) {
+  const fs::path dir = run_dir("resume_max_time");
   fs::remove_all(dir);
   // Each step reads the clock twice (progress line, max_time): 20 s are 10 steps of the 32.
-  std::string out;
-  EXPECT_EQ(session(dir, {"trainer.max_epochs=1", "+trainer.max_time=20"}, &out).global_step, 10);
-  ASSERT_FALSE(progress_lines(out).empty()) << out;
+  std::string first;
+  const FitResult r1 = session(dir, {"trainer.max_epochs=1", "+trainer.max_time=20"}, &first);
+  EXPECT_EQ(r1.global_step, 10);
+  ASSERT_FALSE(progress_lines(first).empty()) << first;
   // After step 1, at 1 it/s, the 31 steps left take 31 s, but the time limit comes in 19.
-  EXPECT_NE(progress_lines(out)[0].find("(max_time)"), std::string::npos) << out;
-  EXPECT_LE(eta_seconds(progress_lines(out)[0]), 20) << out;
+  EXPECT_NE(progress_lines(first)[0].find("(max_time)"), std::string::npos) << first;
+  EXPECT_LE(eta_seconds(progress_lines(first)[0]), 20) << first;
+  const TrainingState stopped = Checkpoint::load((dir / "checkpoints/last.ckpt").string());
+  EXPECT_GE(stopped.train_seconds, 20);
+
+  // The same limit again: the run's time is used up; nothing is trained or written.
+  const auto before = snapshot(dir);
+  std::string again;
+  const FitResult r2 = session(dir, {"trainer.max_epochs=1", "+trainer.max_time=20", "+trainer.resume=last"}, &again);
+  EXPECT_EQ(r2.already_finished, "0:00:21 trained of trainer.max_time 0:00:20");
+  EXPECT_EQ(r2.global_step, 10);
+  EXPECT_EQ(again, "");
+  EXPECT_TRUE(snapshot(dir) == before) << "a finished run's files changed";
+
+  // Twice the limit: about 20 s more, and the ETA counts the time the first session used.
+  std::string second;
+  const FitResult r3 = session(dir, {"trainer.max_epochs=1", "+trainer.max_time=40", "+trainer.resume=last"}, &second);
+  EXPECT_GT(r3.global_step, 15);
+  EXPECT_LT(r3.global_step, 25);
+  ASSERT_FALSE(progress_lines(second).empty()) << second;
+  EXPECT_NE(progress_lines(second)[0].find("(max_time)"), std::string::npos) << second;
+  EXPECT_LE(eta_seconds(progress_lines(second)[0]), 40 - stopped.train_seconds) << second;
+  const TrainingState later = Checkpoint::load((dir / "checkpoints/last.ckpt").string());
+  EXPECT_GE(later.train_seconds, 40);
+  EXPECT_LT(later.train_seconds, 45);
+}
+
+TEST(Trainer, EarlyStoppingGoesOnFromWhereItWasAfterAResume) {
+  const fs::path dir = run_dir("resume_early");
+  fs::remove_all(dir);
+  const std::string stopping = "+trainer.early_stopping={monitor:val/mse,patience:1,min_delta:10.0,mode:min}";
+  EXPECT_EQ(session(dir, {"trainer.max_epochs=10", stopping}).epochs, 2);
+  const FitResult again = session(dir, {"trainer.max_epochs=10", stopping, "+trainer.resume=last"});
+  EXPECT_EQ(again.already_finished,
+            "early stopping: val/mse did not improve in 1 validation(s), trainer.early_stopping.patience 1");
+  // Patience 3: epoch 2's validation without improvement still counts, so two more stop the run
+  // at epoch 4 (a fresh count would take epoch 3's value as the best and stop at 6).
+  const FitResult more = session(dir, {"trainer.max_epochs=10", "+trainer.early_stopping={monitor:val/mse,patience:3,"
+                                       "min_delta:10.0,mode:min}", "+trainer.resume=last"});
+  EXPECT_EQ(more.already_finished, "");
+  EXPECT_EQ(more.epochs, 4);
 }
 
 TEST(Trainer, DeterministicModeGivesTheSameWeights) {
