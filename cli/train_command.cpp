@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <thread>
@@ -25,6 +26,7 @@
 #include "trainer/config/sweep.h"
 #include "trainer/config/yaml_io.h"
 #include "trainer/amp.h"
+#include "trainer/checkpoint.h"
 #include "trainer/device.h"
 #include "trainer/distributed.h"
 #include "trainer/distributed_env.h"
@@ -243,6 +245,22 @@ int run_train(const TrainOptions& opt) {
   const int64_t devices = cfg.get_int("trainer.devices", 1);
   const auto timeout = std::chrono::seconds(cfg.get_int("trainer.dist_timeout", 300));
   if (devices < 1) throw config::ConfigError("trainer.devices must be >= 1");
+  // Resuming a run that is already over does nothing and writes nothing (no resume-N record, no
+  // log line, no re-validation): its result.json and the rest stay as the run left them.
+  const std::string resume = cfg.get_string("trainer.resume", "");
+  if (!resume.empty()) {
+    const bool in_run_dir = resume == "last" || resume == "best";
+    const std::string ckpt = resume_checkpoint(cfg, in_run_dir ? cfg.get_string("run.dir") : "");
+    // Without the file, the run directory's own check below says what is missing.
+    const bool judge = !in_run_dir || std::filesystem::exists(ckpt);
+    if (const std::optional<Finished> finished = judge ? finished_at(cfg, Checkpoint::load(ckpt)) : std::nullopt) {
+      if (!dist || dist->rank == 0)
+        std::cerr << (in_run_dir ? "run " + cfg.get_string("run.dir") : "checkpoint " + ckpt) << " is already complete: "
+                  << finished->reason << "; nothing to do"
+                  << (finished->raise.empty() ? "" : " (raise " + finished->raise + " to train further)") << "\n";
+      return kExitOk;
+    }
+  }
   if (!dist && devices > 1) return spawn_local_ranks(opt, static_cast<int>(devices), timeout);
   {
     const std::vector<std::string> known = task_names();
@@ -270,7 +288,6 @@ int run_train(const TrainOptions& opt) {
   }
   // Rank 0 (or the only process) makes the run directory and tells the others where it is.
   // Resuming `last` or `best` continues in the run's own directory; a path starts a new one.
-  const std::string resume = cfg.get_string("trainer.resume", "");
   // trainer.cuda_memory_fraction caps the CUDA caching allocator (1.0 = no cap); elsewhere it is ignored.
   const double memory_fraction = cfg.get_float("trainer.cuda_memory_fraction", 1.0);
   std::string memory_warning;

@@ -2,6 +2,8 @@
 // Python with weights_only=True; damaged files give their documented errors and nothing already
 // written is lost.
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
@@ -211,6 +213,31 @@ TEST(Checkpoint, InfoListsStepMetricsAndTensors) {
   EXPECT_NE(info.find("optimizer: adam"), std::string::npos) << info;
   EXPECT_NE(info.find("model: 9 tensors"), std::string::npos) << info;
   EXPECT_NE(info.find("1.num_batches_tracked"), std::string::npos) << info;
+}
+
+TEST(Checkpoint, TrainingTimeAndEarlyStoppingRoundTrip) {
+  const fs::path dir = fresh_dir("loop_state");
+  torch::nn::Sequential m = model();
+  torch::optim::Adam adam(m->parameters());
+  GradScaler scaler;
+  TrainingState s = capture(m, adam, scaler);
+  s.train_seconds = 12.5;
+  s.early_stopping = {"val/esr", 0.25, 2, "patience"};
+  Checkpoint::save((dir / "c.ckpt").string(), s);
+  const TrainingState back = Checkpoint::load((dir / "c.ckpt").string());
+  EXPECT_EQ(back.train_seconds, 12.5);
+  EXPECT_EQ(back.early_stopping.monitor, "val/esr");
+  EXPECT_EQ(back.early_stopping.best, 0.25);
+  EXPECT_EQ(back.early_stopping.wait, 2);
+  EXPECT_EQ(back.early_stopping.stopped, "patience");
+  EXPECT_NE(Checkpoint::info((dir / "c.ckpt").string()).find("batch in epoch 5, trained 12.5 s"), std::string::npos);
+
+  s.early_stopping = {"val/esr", NAN, 0, ""};  // before the first validation
+  Checkpoint::save((dir / "c.ckpt").string(), s);
+  EXPECT_TRUE(std::isnan(Checkpoint::load((dir / "c.ckpt").string()).early_stopping.best));
+  s.early_stopping = {};  // early stopping off
+  Checkpoint::save((dir / "c.ckpt").string(), s);
+  EXPECT_EQ(Checkpoint::load((dir / "c.ckpt").string()).early_stopping.monitor, "");
 }
 
 TEST(Checkpoint, PythonOpensIt) {

@@ -82,6 +82,9 @@ TEST(CliAmp, TrainExportImportInfer) {
   const Result train = wavetrain_in(dir, "train +experiment=amp amp.data=capture.h5 model.preset=nano trainer.max_epochs=3 "
                                          "trainer.batch_size=8 trainer.seed=1 run.dir=run");
   ASSERT_EQ(train.exit_code, 0) << train.err;
+  // Throughput in audio seconds: "samples" would read as audio samples, items hide their length.
+  EXPECT_NE(train.out.find(" s audio/s"), std::string::npos) << train.out;
+  EXPECT_EQ(train.out.find("samples/s"), std::string::npos) << train.out;
   std::ifstream result(dir / "run/result.json");
   const nlohmann::json j = nlohmann::json::parse(result);
   const double esr = j["best"]["val/esr"].get<double>();

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <fstream>
+#include <map>
 
 #include "tests/run_process.h"
 #include "trainer/config/yaml_io.h"
@@ -189,6 +190,66 @@ TEST(CliTrain, AKilledRunResumesToBitwiseIdenticalWeights) {
     EXPECT_TRUE(fs::exists(dir / run / ".wavetrain/config.yaml"));
     EXPECT_TRUE(fs::exists(dir / run / ".wavetrain/resume-1/config.yaml"));
   }
+}
+
+// Every file under `dir` (the run's record, checkpoints, event files) with its bytes and time.
+std::map<std::string, std::pair<std::string, fs::file_time_type>> snapshot(const fs::path& dir) {
+  std::map<std::string, std::pair<std::string, fs::file_time_type>> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    std::string bytes;
+    if (e.is_regular_file()) {
+      std::ifstream in(e.path(), std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    files[e.path().string()] = {bytes, e.last_write_time()};
+  }
+  return files;
+}
+
+TEST(CliTrain, ResumingAFinishedRunChangesNothingAndARaisedLimitContinues) {
+  const fs::path dir = fresh("resume_finished");
+  const std::string common = "train task=toy_regression trainer.max_epochs=3 trainer.seed=5 ";
+  ASSERT_EQ(wavetrain_in(dir, common + "run.dir=r trainer.max_steps=40").exit_code, 0);
+  const auto before = snapshot(dir / "r");
+
+  const Result again = wavetrain_in(dir, common + "run.dir=r trainer.max_steps=40 trainer.resume=last");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.err, "run r is already complete: step 40 of trainer.max_steps 40; nothing to do "
+                       "(raise trainer.max_steps to train further)\n");
+  EXPECT_EQ(again.out, "");
+  // result.json, metrics.csv, the event file, the checkpoints, the log: all as they were, and no
+  // .wavetrain/resume-1/ either.
+  EXPECT_TRUE(snapshot(dir / "r") == before) << "resuming a finished run changed its files";
+
+  const Result more = wavetrain_in(dir, common + "run.dir=r trainer.max_steps=60 trainer.resume=last");
+  ASSERT_EQ(more.exit_code, 0) << more.err;
+  EXPECT_EQ(more.out.find("resumed from r/checkpoints/last.ckpt at epoch 2, step 40 (8 batches into the epoch)\n"), 0u)
+      << more.out;
+  EXPECT_EQ(more.out.find("resumed from", 1), std::string::npos) << more.out;
+  EXPECT_EQ(wavetrain::Checkpoint::load((dir / "r/checkpoints/last.ckpt").string()).global_step, 60);
+  std::ifstream result(dir / "r/result.json");
+  const nlohmann::json j = nlohmann::json::parse(result);
+  EXPECT_EQ(j["global_step"], 60);
+  EXPECT_TRUE(j["last"]["train/loss"].is_number()) << j.dump();
+
+  // Ended by max_epochs (3 epochs are 96 steps): the same.
+  ASSERT_EQ(wavetrain_in(dir, common + "run.dir=r trainer.max_steps=-1 trainer.resume=last").exit_code, 0);
+  const auto ended = snapshot(dir / "r");
+  const Result epochs = wavetrain_in(dir, common + "run.dir=r trainer.max_steps=-1 trainer.resume=last");
+  ASSERT_EQ(epochs.exit_code, 0) << epochs.err;
+  EXPECT_EQ(epochs.err, "run r is already complete: epoch 3 of trainer.max_epochs 3; nothing to do "
+                        "(raise trainer.max_epochs to train further)\n");
+  EXPECT_TRUE(snapshot(dir / "r") == ended);
+
+  // Killed at its last step, before the final validation and result.json: not finished, so the
+  // resume does both (a step checkpoint at max_steps would have looked finished).
+  const std::string periodic = common + "run.dir=k trainer.max_steps=42 trainer.checkpoint.every_n_steps=7 ";
+  EXPECT_EQ(wavetrain_in(dir, periodic, "WAVETRAIN_FAULT_KILL_AT_STEP=42").exit_code, 128 + 9);
+  const Result finish = wavetrain_in(dir, periodic + "trainer.resume=last");
+  ASSERT_EQ(finish.exit_code, 0) << finish.err;
+  EXPECT_EQ(finish.err.find("already complete"), std::string::npos) << finish.err;
+  std::ifstream finished(dir / "k/result.json");
+  EXPECT_EQ(nlohmann::json::parse(finished)["global_step"], 42);
 }
 
 TEST(CliEval, ReproducesTheRunsValidationAndWritesItBeside) {

@@ -1,11 +1,16 @@
 // The training loop on toy_regression: it learns the function, a seed reproduces a run bit for
 // bit, max_steps stops on the step, and the monitored best checkpoint is the best validation.
+// Resumed runs: what the progress line reports, max_time and early stopping across sessions, and
+// a finished run left as it is.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 
 #include "trainer/checkpoint.h"
 #include "trainer/config/compose.h"
@@ -23,9 +28,7 @@ fs::path run_dir(const std::string& name) {
   return fs::path(::testing::TempDir()) / ("wavetrain_trainer_" + name + "_" + std::to_string(::getpid()));
 }
 
-FitResult fit(const std::string& name, const std::vector<std::string>& overrides, TrainingState* last = nullptr) {
-  const fs::path dir = run_dir(name);
-  fs::remove_all(dir);
+config::Config toy_config(const std::vector<std::string>& overrides) {
   config::Node tree = config::load_yaml_string(
       "task: toy_regression\n"
       "trainer: {seed: 0, max_epochs: 20, max_steps: -1, batch_size: 32, log_every_n_steps: 50, monitor: '', mode: min}\n"
@@ -33,7 +36,13 @@ FitResult fit(const std::string& name, const std::vector<std::string>& overrides
       "scheduler: {name: constant, interval: epoch, step_size: 1, gamma: 1.0}\n",
       "test.yaml");
   for (const std::string& o : overrides) config::apply_value_override(tree, o);
-  const config::Config cfg(tree);
+  return config::Config(tree);
+}
+
+FitResult fit(const std::string& name, const std::vector<std::string>& overrides, TrainingState* last = nullptr) {
+  const fs::path dir = run_dir(name);
+  fs::remove_all(dir);
+  const config::Config cfg = toy_config(overrides);
   const RunDirectory run = RunDirectory::create(dir);
   const DeviceChoice cpu{c10::Device(c10::kCPU), {}};
   FitResult r = Trainer(cfg, run, cpu, AmpPolicy{}).fit();
@@ -205,6 +214,135 @@ TEST(Trainer, TopKAndEveryNEpochsCheckpoints) {
   EXPECT_TRUE(std::any_of(top.begin(), top.end(), [&](const std::string& n) { return n.find("=" + best_value + ".ckpt") != std::string::npos; }))
       << best_value;
   EXPECT_TRUE(fs::exists(run_dir("top_k") / "checkpoints/best.ckpt"));
+}
+
+// One session of the run in `dir`: the first creates it, later ones (with trainer.resume) continue
+// it. The trainer's clock is fake, one second further on each reading, so times, rates and
+// max_time are the same on any machine; `out` gets what the trainer prints (plain lines).
+FitResult session(const fs::path& dir, const std::vector<std::string>& overrides, std::string* out = nullptr) {
+  const config::Config cfg = toy_config(overrides);
+  const RunDirectory run = cfg.has("trainer.resume") ? RunDirectory::attach(dir) : RunDirectory::create(dir);
+  Trainer trainer(cfg, run, DeviceChoice{c10::Device(c10::kCPU), {}}, AmpPolicy{});
+  std::ostringstream text;
+  trainer.set_output(text, /*terminal=*/false);
+  double now = 0;
+  trainer.set_clock([&now] { return now += 1.0; });
+  FitResult r = trainer.fit();
+  if (out) *out = text.str();
+  return r;
+}
+
+// The progress lines among what the trainer printed.
+std::vector<std::string> progress_lines(const std::string& out) {
+  std::vector<std::string> lines;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);)
+    if (line.find(" it/s") != std::string::npos) lines.push_back(line);
+  return lines;
+}
+
+// The number before `unit` in a progress line ("2.50 it/s" -> 2.5), or the ETA in seconds.
+double number_before(const std::string& line, const std::string& unit) {
+  const size_t end = line.find(unit);
+  if (end == std::string::npos) return NAN;
+  const size_t begin = line.rfind(' ', end - 1) + 1;
+  return std::stod(line.substr(begin, end - begin));
+}
+double eta_seconds(const std::string& line) {
+  const size_t at = line.find(" ETA ");
+  if (at == std::string::npos) return NAN;
+  int h = 0, m = 0, sec = 0;
+  std::sscanf(line.c_str() + at + 5, "%d:%d:%d", &h, &m, &sec);
+  return h * 3600.0 + m * 60.0 + sec;
+}
+
+// Every file under `dir` with its bytes and modification time.
+std::map<std::string, std::pair<std::string, fs::file_time_type>> snapshot(const fs::path& dir) {
+  std::map<std::string, std::pair<std::string, fs::file_time_type>> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    files[e.path().string()] = {std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()),
+                                e.last_write_time()};
+  }
+  return files;
+}
+
+TEST(Trainer, AResumedRunsRateCountsOnlyItsOwnSteps) {
+  const fs::path dir = run_dir("resume_rate");
+  fs::remove_all(dir);
+  std::string first, second;
+  session(dir, {"trainer.max_epochs=2", "trainer.max_steps=40"}, &first);
+  const FitResult r = session(dir, {"trainer.max_epochs=2", "trainer.max_steps=64", "+trainer.resume=last"}, &second);
+  EXPECT_EQ(r.global_step, 64);
+  // The last line of each session is printed at its end. Both sessions run at about one step per
+  // (fake) second; counting the first session's 40 steps in the second's 24 s gave 2.5 times that.
+  ASSERT_FALSE(progress_lines(first).empty()) << first;
+  ASSERT_FALSE(progress_lines(second).empty()) << second;
+  const std::string last_first = progress_lines(first).back(), last_second = progress_lines(second).back();
+  EXPECT_NE(last_first.find("step 40/40 "), std::string::npos) << last_first;
+  EXPECT_NE(last_second.find("step 64/64 "), std::string::npos) << last_second;
+  const double rate_first = number_before(last_first, " it/s"), rate_second = number_before(last_second, " it/s");
+  EXPECT_NEAR(rate_second, rate_first, 0.2 * rate_first) << last_first << "\n" << last_second;
+  EXPECT_NEAR(number_before(last_second, " items/s"), 32 * rate_second, 0.1 * 32 * rate_second) << last_second;
+  // The resume is announced once, in the progress line's terms (epoch 2 is under way).
+  const std::string resumed = "resumed from " + (dir / "checkpoints/last.ckpt").string() +
+                              " at epoch 2, step 40 (8 batches into the epoch)\n";
+  EXPECT_EQ(second.find(resumed), 0u) << second;
+  EXPECT_EQ(second.find("resumed from", 1), std::string::npos) << second;
+  EXPECT_EQ(first.find("resumed from"), std::string::npos) << first;
+}
+
+TEST(Trainer, MaxTimeCountsEverySessionAndCapsTheEta) {
+  const fs::path dir = run_dir("resume_max_time");
+  fs::remove_all(dir);
+  // Each step reads the clock twice (progress line, max_time): 20 s are 10 steps of the 32.
+  std::string first;
+  const FitResult r1 = session(dir, {"trainer.max_epochs=1", "+trainer.max_time=20"}, &first);
+  EXPECT_EQ(r1.global_step, 10);
+  ASSERT_FALSE(progress_lines(first).empty()) << first;
+  // After step 1, at 1 it/s, the 31 steps left take 31 s, but the time limit comes in 19.
+  EXPECT_NE(progress_lines(first)[0].find("(max_time)"), std::string::npos) << first;
+  EXPECT_LE(eta_seconds(progress_lines(first)[0]), 20) << first;
+  const TrainingState stopped = Checkpoint::load((dir / "checkpoints/last.ckpt").string());
+  EXPECT_GE(stopped.train_seconds, 20);
+
+  // The same limit again: the run's time is used up; nothing is trained or written.
+  const auto before = snapshot(dir);
+  std::string again;
+  const FitResult r2 = session(dir, {"trainer.max_epochs=1", "+trainer.max_time=20", "+trainer.resume=last"}, &again);
+  EXPECT_EQ(r2.already_finished, "0:00:21 trained of trainer.max_time 0:00:20");
+  EXPECT_EQ(r2.global_step, 10);
+  EXPECT_EQ(again, "");
+  EXPECT_TRUE(snapshot(dir) == before) << "a finished run's files changed";
+
+  // Twice the limit: about 20 s more, and the ETA counts the time the first session used.
+  std::string second;
+  const FitResult r3 = session(dir, {"trainer.max_epochs=1", "+trainer.max_time=40", "+trainer.resume=last"}, &second);
+  EXPECT_GT(r3.global_step, 15);
+  EXPECT_LT(r3.global_step, 25);
+  ASSERT_FALSE(progress_lines(second).empty()) << second;
+  EXPECT_NE(progress_lines(second)[0].find("(max_time)"), std::string::npos) << second;
+  EXPECT_LE(eta_seconds(progress_lines(second)[0]), 40 - stopped.train_seconds) << second;
+  const TrainingState later = Checkpoint::load((dir / "checkpoints/last.ckpt").string());
+  EXPECT_GE(later.train_seconds, 40);
+  EXPECT_LT(later.train_seconds, 45);
+}
+
+TEST(Trainer, EarlyStoppingGoesOnFromWhereItWasAfterAResume) {
+  const fs::path dir = run_dir("resume_early");
+  fs::remove_all(dir);
+  const std::string stopping = "+trainer.early_stopping={monitor:val/mse,patience:1,min_delta:10.0,mode:min}";
+  EXPECT_EQ(session(dir, {"trainer.max_epochs=10", stopping}).epochs, 2);
+  const FitResult again = session(dir, {"trainer.max_epochs=10", stopping, "+trainer.resume=last"});
+  EXPECT_EQ(again.already_finished,
+            "early stopping: val/mse did not improve in 1 validation(s), trainer.early_stopping.patience 1");
+  // Patience 3: epoch 2's validation without improvement still counts, so two more stop the run
+  // at epoch 4 (a fresh count would take epoch 3's value as the best and stop at 6).
+  const FitResult more = session(dir, {"trainer.max_epochs=10", "+trainer.early_stopping={monitor:val/mse,patience:3,"
+                                       "min_delta:10.0,mode:min}", "+trainer.resume=last"});
+  EXPECT_EQ(more.already_finished, "");
+  EXPECT_EQ(more.epochs, 4);
 }
 
 TEST(Trainer, DeterministicModeGivesTheSameWeights) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
@@ -253,6 +254,15 @@ void Checkpoint::save(const std::string& path, const TrainingState& s) {
                                 entry("cuda", Value::list(std::move(cuda_rng)))})),
       entry("config", str(s.config_yaml)),
       entry("metrics", Value::dict(std::move(metrics))),
+      entry("train_seconds", Value::floating(s.train_seconds)),
+      entry("early_stopping",
+            s.early_stopping.monitor.empty()
+                ? Value::none()
+                : Value::dict({entry("monitor", str(s.early_stopping.monitor)),
+                               entry("best", std::isnan(s.early_stopping.best) ? Value::none()
+                                                                               : Value::floating(s.early_stopping.best)),
+                               entry("wait", Value::integer(s.early_stopping.wait)),
+                               entry("stopped", str(s.early_stopping.stopped))})),
   });
   const serialization::Pickled pickled = serialization::pickle(root);
   std::vector<std::pair<std::string, std::string>> records = {{"data.pkl", pickled.bytes}};
@@ -316,6 +326,14 @@ TrainingState Checkpoint::load(const std::string& path) {
     s.config_yaml = field(root, "config", path).as_string();
     for (const Value::Entry& e : field(root, "metrics", path).entries())
       s.metrics.emplace_back(e.first.as_string(), number(e.second));
+    if (const Value* t = root.find("train_seconds")) s.train_seconds = number(*t);
+    if (const Value* es = root.find("early_stopping"); es && !es->is_none()) {
+      const std::string where = path + ": early_stopping";
+      s.early_stopping.monitor = field(*es, "monitor", where).as_string();
+      if (const Value& best = field(*es, "best", where); !best.is_none()) s.early_stopping.best = number(best);
+      s.early_stopping.wait = field(*es, "wait", where).as_int();
+      s.early_stopping.stopped = field(*es, "stopped", where).as_string();
+    }
   } catch (const SerializationError& e) {
     throw std::runtime_error(path + ": malformed checkpoint: " + e.what());
   }
@@ -344,7 +362,8 @@ std::string Checkpoint::info(const std::string& path) {
   for (const auto& [name, t] : s.model) params += static_cast<size_t>(t.numel());
   out << path << ": wavetrain checkpoint (format " << kFormatVersion << ")\n"
       << "  written by wavetrain " << s.wavetrain_version << ", LibTorch " << s.torch_version << "\n"
-      << "  epoch " << s.epoch << ", global step " << s.global_step << ", batch in epoch " << s.batch_in_epoch << "\n"
+      << "  epoch " << s.epoch << ", global step " << s.global_step << ", batch in epoch " << s.batch_in_epoch
+      << ", trained " << s.train_seconds << " s\n"
       << "  optimizer: " << (s.optimizer.is_none() ? "none" : s.optimizer.find("type")->as_string())
       << ", scaler: " << (s.scaler ? "scale " + std::to_string(s.scaler->scale) : std::string("none")) << "\n";
   out << "  metrics:";

@@ -15,10 +15,16 @@
 //   rng                               {cpu: uint8 tensor, cuda: [uint8 tensor per device]}
 //   config                            the composed config as YAML
 //   metrics                           {name: number}
+//   train_seconds                     the run's training time over all its sessions (trainer.max_time)
+//   early_stopping                    {monitor, best, wait, stopped} or None (trainer.early_stopping)
+//
+// train_seconds and early_stopping came later within format 1: a file without them loads as 0 s
+// trained and no early stopping state.
 //
 // A truncated, corrupted, empty or foreign file gives an error naming the file and what is wrong.
 #pragma once
 
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +46,14 @@ struct RngState {
 RngState capture_rng();
 void restore_rng(const RngState& state);
 
+// trainer.early_stopping's progress, so that a resumed run stops where an uninterrupted one would.
+struct EarlyStoppingState {
+  std::string monitor;  // the metric it watched; empty: early stopping was off
+  double best = NAN;    // the best value so far (NaN before the first validation)
+  int64_t wait = 0;     // validations since the last improvement
+  std::string stopped;  // why it stopped the run: "patience" or "nonfinite"; empty while it goes on
+};
+
 struct TrainingState {
   serialization::StateDict model;
   serialization::Value optimizer;  // optimizer_state(); None if not saved
@@ -51,6 +65,8 @@ struct TrainingState {
   RngState rng;
   std::string config_yaml;
   std::vector<std::pair<std::string, double>> metrics;
+  double train_seconds = 0;  // over all the run's sessions so far
+  EarlyStoppingState early_stopping;
   // Filled by Checkpoint::load.
   std::string wavetrain_version;
   std::string torch_version;

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -18,11 +19,11 @@ std::string fixed(double v, int decimals) {
   return buf;
 }
 
-// 1574 -> "1.6k", 2500000 -> "2.5M", 950 -> "950".
+// 1574 -> "1.6k", 2500000 -> "2.5M", 950 -> "950", 52.34 -> "52.3", 0.456 -> "0.46".
 std::string compact(double v) {
   if (v >= 1e6) return fixed(v / 1e6, 1) + "M";
   if (v >= 1e3) return fixed(v / 1e3, 1) + "k";
-  return fixed(v, 0);
+  return fixed(v, v < 10 ? 2 : v < 100 ? 1 : 0);
 }
 
 std::string loss_text(double loss) {
@@ -58,10 +59,12 @@ std::string format_progress(const ProgressState& s, int bar_width) {
   }
   const double its = s.elapsed_s > 0 ? static_cast<double>(s.steps_this_session) / s.elapsed_s : 0.0;
   line += " " + fixed(its, its < 10 ? 2 : 1) + " it/s";
-  if (known_total && its > 0)
-    line += " ETA " + format_duration(static_cast<double>(std::max<int64_t>(0, s.total_steps - s.step)) / its);
+  double eta = known_total && its > 0 ? static_cast<double>(std::max<int64_t>(0, s.total_steps - s.step)) / its : -1;
+  const bool by_time = s.time_left_s >= 0 && (eta < 0 || s.time_left_s < eta);
+  if (by_time) eta = s.time_left_s;
+  if (eta >= 0) line += " ETA " + format_duration(eta) + (by_time ? " (max_time)" : "");
   line += " loss " + loss_text(s.loss);
-  if (s.elapsed_s > 0) line += " " + compact(static_cast<double>(s.samples_this_session) / s.elapsed_s) + " samples/s";
+  if (s.elapsed_s > 0) line += " " + compact(s.units_this_session / s.elapsed_s) + " " + s.unit + "/s";
   return line;
 }
 

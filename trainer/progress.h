@@ -1,4 +1,4 @@
-// The training progress line: epoch, step/total, it/s, ETA, loss, samples/s. On a terminal it is a
+// The training progress line: epoch, step/total, it/s, ETA, loss, throughput. On a terminal it is a
 // bar redrawn in place (at most 10 times a second); when stdout is a file or a pipe (CI, SLURM
 // logs, multirun jobs) it is a plain line every `plain_interval_s` seconds, so logs stay readable.
 #pragma once
@@ -12,16 +12,20 @@ namespace wavetrain {
 struct ProgressState {
   int64_t epoch = 0;         // 0-based
   int64_t max_epochs = -1;   // -1: unbounded
-  int64_t step = 0;          // optimizer steps done in the run
-  int64_t total_steps = -1;  // -1: unknown (no ETA)
-  int64_t steps_this_session = 0;  // since this process started (a resumed run's it/s)
+  int64_t step = 0;          // optimizer steps done in the run, earlier sessions included
+  int64_t total_steps = -1;  // -1: unknown (no step-based ETA)
+  // The rates are this session's: a resumed run's earlier steps took none of this process's time.
+  int64_t steps_this_session = 0;
   double elapsed_s = 0;      // since this process started
+  double time_left_s = -1;   // until trainer.max_time stops the run; -1: no time limit
   double loss = 0;
-  int64_t samples_this_session = 0;
+  double units_this_session = 0;  // training data seen, in `unit`
+  std::string unit = "items";     // "items", "s audio", ...
 };
 
-// "epoch 3/10 [=======>      ] 120/400 12.3 it/s ETA 0:00:22 loss 0.0123 1.6k samples/s"; `bar_width` 0
-// gives the plain form "epoch 3/10 step 120/400 ...".
+// "epoch 3/10 [=======>      ] 120/400 12.3 it/s ETA 0:00:22 loss 0.0123 1.6k items/s"; `bar_width` 0
+// gives the plain form "epoch 3/10 step 120/400 ...". The ETA is the sooner of the steps left at
+// this session's rate and `time_left_s`; "ETA 0:01:05 (max_time)" when the time limit comes first.
 std::string format_progress(const ProgressState& s, int bar_width);
 
 // "0:00:22", "1:02:03", "12:00:00".

@@ -27,7 +27,15 @@ using Metrics = std::vector<std::pair<std::string, double>>;
 struct Batch {
   at::Tensor input;
   at::Tensor target;
-  int64_t size = 0;  // items in the batch (for samples/s)
+  int64_t size = 0;  // items in the batch (for the progress line's throughput)
+};
+
+// How the progress line counts the training data a task goes through: each item is `per_item`
+// `unit`s. Tasks whose items are not the unit their users count in say so (an amp task's items are
+// audio windows; "samples" would read as audio samples).
+struct ThroughputUnit {
+  std::string unit = "items";
+  double per_item = 1.0;
 };
 
 enum class Split { Train, Validation };
@@ -47,6 +55,8 @@ class Task {
   virtual at::Tensor loss(const at::Tensor& prediction, const Batch& batch, Metrics& logged) = 0;
   // Validation metrics of one batch; the trainer averages them over the split, weighted by size.
   virtual Metrics validation_metrics(const at::Tensor& prediction, const Batch& batch) = 0;
+  // The progress line's throughput unit; items by default.
+  virtual ThroughputUnit throughput_unit() const { return {}; }
 };
 
 using TaskFactory = std::function<std::unique_ptr<Task>(const config::Config&)>;

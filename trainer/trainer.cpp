@@ -111,6 +111,40 @@ double find_metric(const Metrics& m, const std::string& name) {
 
 }  // namespace
 
+std::optional<Finished> finished_at(const config::Config& cfg, const TrainingState& state) {
+  // fast_dev_run ignores the counters; a resume under it is not a continuation to judge.
+  if (cfg.get_bool("trainer.fast_dev_run", false)) return std::nullopt;
+  const int64_t max_epochs = cfg.get_int("trainer.max_epochs", 10);
+  const int64_t max_steps = cfg.get_int("trainer.max_steps", -1);
+  const double max_time = max_time_seconds(cfg);
+  if (max_steps > 0 && state.global_step >= max_steps)
+    return Finished{"step " + std::to_string(state.global_step) + " of trainer.max_steps " + std::to_string(max_steps),
+                    "trainer.max_steps"};
+  // `epoch` counts the epochs done when batch_in_epoch is 0, and is the epoch under way otherwise.
+  if (max_epochs > 0 && state.epoch >= max_epochs)
+    return Finished{"epoch " + std::to_string(state.epoch) + " of trainer.max_epochs " + std::to_string(max_epochs),
+                    "trainer.max_epochs"};
+  if (max_time > 0 && state.train_seconds >= max_time)
+    return Finished{format_duration(state.train_seconds) + " trained of trainer.max_time " + format_duration(max_time),
+                    "trainer.max_time"};
+  const EarlyStoppingState& es = state.early_stopping;
+  if (!es.stopped.empty() && es.monitor == cfg.get_string("trainer.early_stopping.monitor", "")) {
+    if (es.stopped == "nonfinite") return Finished{"early stopping: " + es.monitor + " was not finite", ""};
+    const int64_t patience = cfg.get_int("trainer.early_stopping.patience", 3);
+    if (es.wait >= patience)
+      return Finished{"early stopping: " + es.monitor + " did not improve in " + std::to_string(es.wait) +
+                          " validation(s), trainer.early_stopping.patience " + std::to_string(patience),
+                      "trainer.early_stopping.patience"};
+  }
+  return std::nullopt;
+}
+
+std::string resume_checkpoint(const config::Config& cfg, const std::filesystem::path& run_dir) {
+  const std::string resume = cfg.get_string("trainer.resume", "");
+  if (resume == "last" || resume == "best") return (run_dir / "checkpoints" / (resume + ".ckpt")).string();
+  return resume;
+}
+
 Metrics evaluate(Task& task, Split split, const at::Device& device, const AmpPolicy& amp, int64_t batch_size,
                  int64_t max_batches) {
   task.model().eval();
@@ -139,7 +173,19 @@ Metrics evaluate(Task& task, Split split, const at::Device& device, const AmpPol
 
 Trainer::Trainer(const config::Config& cfg, const RunDirectory& run, DeviceChoice device, AmpPolicy amp,
                  ProcessGroup* group)
-    : cfg_(cfg), run_(run), device_(std::move(device)), amp_(std::move(amp)), group_(group) {}
+    : cfg_(cfg),
+      run_(run),
+      device_(std::move(device)),
+      amp_(std::move(amp)),
+      group_(group),
+      out_(&std::cout),
+      terminal_(stdout_is_terminal()),
+      now_([] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }) {}
+
+void Trainer::set_output(std::ostream& out, bool terminal) {
+  out_ = &out;
+  terminal_ = terminal;
+}
 
 FitResult Trainer::fit() {
   const int64_t seed = cfg_.get_int("trainer.seed", 0);
@@ -179,6 +225,24 @@ FitResult Trainer::fit() {
   if (max_epochs < 1 && max_steps < 1) throw config::ConfigError("set trainer.max_epochs or trainer.max_steps to a positive value");
   if (mode != "min" && mode != "max") throw config::ConfigError("trainer.mode must be min or max, got '" + mode + "'");
 
+  // A resumed run's state is judged before anything is built or written: a run that is over keeps
+  // its record (result.json, metrics.csv, event files, checkpoints) exactly as it is.
+  const std::string resume = cfg_.get_string("trainer.resume", "");
+  const bool resuming = !resume.empty();
+  const std::string resume_path = resume_checkpoint(cfg_, run_.path());
+  std::optional<TrainingState> resumed;
+  if (resuming) {
+    resumed = Checkpoint::load(resume_path);
+    if (const std::optional<Finished> finished = finished_at(cfg_, *resumed)) {
+      FitResult done;
+      done.last = resumed->metrics;
+      done.epochs = resumed->epoch;
+      done.global_step = resumed->global_step;
+      done.already_finished = finished->reason;
+      return done;
+    }
+  }
+
   at::manual_seed(static_cast<uint64_t>(seed));
   std::unique_ptr<Task> task = make_task(cfg_.get_string("task"), cfg_);
   torch::nn::Module& model = task->model();
@@ -204,7 +268,6 @@ FitResult Trainer::fit() {
   LrScheduler scheduler(schedule_options(cfg_), base_lrs);
   GradScaler scaler({65536.0, 2.0, 0.5, 2000, amp_.grad_scaler});
 
-  const bool resuming = !cfg_.get_string("trainer.resume", "").empty();
   std::unique_ptr<MetricsCsv> csv;
   std::unique_ptr<TensorBoardWriter> tb;
   if (writer) {
@@ -214,8 +277,10 @@ FitResult Trainer::fit() {
   auto log_line = [&](const std::string& line) {
     if (writer) run_.log(line);
   };
-  const bool terminal = stdout_is_terminal();
-  ProgressReporter progress(std::cout, terminal);
+  const bool terminal = terminal_;
+  std::ostream& out = *out_;
+  ProgressReporter progress(out, terminal);
+  const ThroughputUnit unit = task->throughput_unit();
   const std::filesystem::path ckpt_dir = run_.path() / "checkpoints";
   if (rank == 0) std::filesystem::create_directories(ckpt_dir);
 
@@ -256,10 +321,33 @@ FitResult Trainer::fit() {
   FitResult result;
   double best_value = NAN;
   int64_t step = 0;
-  int64_t samples = 0;
+  int64_t start_step = 0;  // where this session started: its rates count only its own steps
+  int64_t items = 0;       // training items this session
   int64_t skipped_steps = 0;
-  const auto start = std::chrono::steady_clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  const double start = now_();
+  auto elapsed = [&] { return now_() - start; };  // this session's
+  // trainer.max_time bounds the run, not one session: earlier sessions' time counts (Lightning's
+  // Timer does the same), so a resumed run stops when the total is reached.
+  double earlier_seconds = 0;
+  auto run_seconds = [&] { return earlier_seconds + elapsed(); };
+  double stop_best = NAN;
+  int64_t stop_wait = 0;
+  std::string stopped_early;  // why early stopping ended the run ("patience", "nonfinite")
+  double last_loss = NAN;
+  auto progress_state = [&](int64_t epoch, double loss) {
+    ProgressState p;
+    p.epoch = epoch;
+    p.max_epochs = epochs;
+    p.step = step;
+    p.total_steps = total_steps;
+    p.steps_this_session = step - start_step;
+    p.elapsed_s = elapsed();
+    if (max_time > 0) p.time_left_s = std::max(0.0, max_time - earlier_seconds - p.elapsed_s);
+    p.loss = loss;
+    p.units_this_session = static_cast<double>(items) * unit.per_item;
+    p.unit = unit.unit;
+    return p;
+  };
 
   // Everything needed to continue exactly: `batch_in_epoch` batches of `epoch` are done.
   auto capture = [&](int64_t epoch, int64_t batch_in_epoch, const Metrics& metrics) {
@@ -277,14 +365,15 @@ FitResult Trainer::fit() {
     state.config_yaml = config::to_yaml(cfg_.tree());
     state.metrics = metrics;
     if (!std::isnan(best_value)) state.metrics.emplace_back("best/" + monitor, best_value);
+    state.train_seconds = run_seconds();
+    if (!stop_monitor.empty()) state.early_stopping = {stop_monitor, stop_best, stop_wait, stopped_early};
     return state;
   };
 
   int64_t start_epoch = 0, start_batch = 0;
-  const std::string resume = cfg_.get_string("trainer.resume", "");
-  if (!resume.empty()) {
-    const std::string path = resume == "last" || resume == "best" ? (ckpt_dir / (resume + ".ckpt")).string() : resume;
-    const TrainingState state = Checkpoint::load(path);
+  if (resumed) {
+    const TrainingState& state = *resumed;
+    const std::string& path = resume_path;
     load_state_dict(model, state.model, /*strict=*/true, path);
     load_optimizer_state(*optimizer, state.optimizer, path);
     if (const serialization::Value* count = state.scheduler.is_none() ? nullptr : state.scheduler.find("count"))
@@ -294,9 +383,22 @@ FitResult Trainer::fit() {
     start_epoch = state.epoch;
     start_batch = state.batch_in_epoch;
     step = state.global_step;
+    start_step = step;
     best_value = find_metric(state.metrics, "best/" + monitor);
-    log_line("resumed from " + path + " at epoch " + std::to_string(start_epoch) + ", batch " +
-             std::to_string(start_batch) + ", step " + std::to_string(step));
+    earlier_seconds = state.train_seconds;
+    // Early stopping goes on counting from where it was, unless it now watches something else.
+    if (!stop_monitor.empty() && state.early_stopping.monitor == stop_monitor) {
+      stop_best = state.early_stopping.best;
+      stop_wait = state.early_stopping.wait;
+    }
+    // Epochs as the progress line counts them (1-based, the one under way).
+    std::string line = "resumed from " + path + " at epoch " + std::to_string(start_epoch + 1) + ", step " +
+                       std::to_string(step);
+    if (start_batch > 0) line += " (" + std::to_string(start_batch) + " batches into the epoch)";
+    if (max_time > 0) line += "; " + format_duration(earlier_seconds) + " of trainer.max_time " + format_duration(max_time) + " used";
+    log_line(line);
+    if (writer) out << line << "\n" << std::flush;
+    resumed.reset();  // the weights are in the model now
   }
   // Fault injection for the resume tests: the process kills itself (SIGKILL, no cleanup) right
   // after this optimizer step and any checkpoint due at it.
@@ -305,8 +407,6 @@ FitResult Trainer::fit() {
   const char* kill_rank_env = std::getenv("WAVETRAIN_FAULT_KILL_RANK");  // only this rank, if set
   const int kill_rank = kill_rank_env ? std::atoi(kill_rank_env) : -1;
 
-  double stop_best = NAN;
-  int64_t stop_wait = 0;
   bool stop = false;
   int64_t last_validation_step = -1;
   std::vector<std::pair<double, std::filesystem::path>> top_k;  // best first
@@ -325,6 +425,25 @@ FitResult Trainer::fit() {
     }
     result.last = val;
     result.last.emplace_back("train/loss", loss_value);
+
+    // Early stopping is decided first so that the checkpoints below carry its state; its log
+    // lines follow the metrics line.
+    std::string stop_line;
+    if (!stop_monitor.empty()) {
+      const double v = find_metric(val, stop_monitor);
+      if (!std::isfinite(v)) {
+        stop_line = "early stopping: " + stop_monitor + " is " + config::format_float(v) + " at step " + std::to_string(step);
+        stopped_early = "nonfinite";
+      } else if (std::isnan(stop_best) || (stop_mode == "min" ? v < stop_best - min_delta : v > stop_best + min_delta)) {
+        stop_best = v;
+        stop_wait = 0;
+      } else if (++stop_wait >= patience) {
+        stop_line = "early stopping: " + stop_monitor + " did not improve by more than " + config::format_float(min_delta) +
+                    " for " + std::to_string(patience) + " validations";
+        stopped_early = "patience";
+      }
+      stop = stop || !stopped_early.empty();
+    }
 
     if (!monitor.empty() && !fast_dev_run) {
       const double v = find_metric(val, monitor);
@@ -359,21 +478,8 @@ FitResult Trainer::fit() {
     std::string line = "epoch " + std::to_string(epoch + 1) + " step " + std::to_string(step) + ":";
     for (const auto& [k, v] : val) line += " " + k + "=" + config::format_float(v);
     log_line(line);
-    if (!terminal && writer) std::cout << line << "\n";
-    if (!stop_monitor.empty()) {
-      const double v = find_metric(val, stop_monitor);
-      if (!std::isfinite(v)) {
-        log_line("early stopping: " + stop_monitor + " is " + config::format_float(v) + " at step " + std::to_string(step));
-        stop = true;
-      } else if (std::isnan(stop_best) || (stop_mode == "min" ? v < stop_best - min_delta : v > stop_best + min_delta)) {
-        stop_best = v;
-        stop_wait = 0;
-      } else if (++stop_wait >= patience) {
-        log_line("early stopping: " + stop_monitor + " did not improve by more than " + config::format_float(min_delta) +
-                 " for " + std::to_string(patience) + " validations");
-        stop = true;
-      }
-    }
+    if (!terminal && writer) out << line << "\n";
+    if (!stop_line.empty()) log_line(stop_line);
   };
   for (int64_t epoch = start_epoch; (epochs < 1 || epoch < epochs) && !stop; ++epoch) {
     model.train();
@@ -399,7 +505,7 @@ FitResult Trainer::fit() {
       Metrics logged;
       const at::Tensor loss = task->loss(prediction, batch, logged);  // fp32, outside autocast
       loss_value = loss.item<double>();
-      samples += batch.size;
+      items += batch.size;
       if (!std::isfinite(loss_value) && !scaler.enabled()) {
         const std::string where = "non-finite loss " + config::format_float(loss_value) + " at step " +
                                   std::to_string(step) + " (epoch " + std::to_string(epoch) + ", batch " +
@@ -436,7 +542,9 @@ FitResult Trainer::fit() {
       ++step;
       consumed = b + 1;
       if (scheduler.options().interval == "step") scheduler.step(*optimizer);
-      if (every_n_steps > 0 && step % every_n_steps == 0 && !fast_dev_run)
+      // Not at the last step: the run's end saves after its final validation, and a checkpoint at
+      // max_steps from before it would make a resume after a crash here see a finished run.
+      if (every_n_steps > 0 && step % every_n_steps == 0 && step < total_steps && !fast_dev_run)
         if (writer) Checkpoint::save((ckpt_dir / "last.ckpt").string(), capture(epoch, consumed, result.last));
       if (step == kill_at_step && (kill_rank < 0 || kill_rank == rank)) std::raise(SIGKILL);
       if (step % log_every == 0 || step == total_steps) {
@@ -446,12 +554,13 @@ FitResult Trainer::fit() {
         if (writer)
           for (const auto& [k, v] : logged) tb->add_scalar(k, v, step);
       }
-      if (writer) progress.update({epoch, epochs, step, total_steps, step, elapsed(), loss_value, samples});
+      last_loss = loss_value;
+      if (writer) progress.update(progress_state(epoch, loss_value));
       const int64_t steps_in_epoch = (consumed + accumulate - 1) / accumulate;
       if (val_every > 0 && consumed < batches &&
           (val_every_global ? step % val_every == 0 : steps_in_epoch % val_every == 0))
         validate(epoch, consumed, loss_value);
-      if (max_time > 0 && any_rank(elapsed() >= max_time)) {
+      if (max_time > 0 && any_rank(run_seconds() >= max_time)) {
         log_line("stopping: trainer.max_time (" + config::format_float(max_time) + " s) reached at step " +
                  std::to_string(step));
         stop = true;
@@ -475,6 +584,8 @@ FitResult Trainer::fit() {
     if (step >= total_steps) break;
   }
   if (skipped_steps > 0) log_line(std::to_string(skipped_steps) + " steps skipped for non-finite losses");
+  // The last line shows where the run ended, not where the last timed redraw happened to be.
+  if (writer && step > start_step) progress.update(progress_state(result.epochs - 1, last_loss), /*force=*/true);
   progress.finish();
   if (!writer) return result;
 

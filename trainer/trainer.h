@@ -16,9 +16,14 @@
 // optimizer.{name: adam|adamw|sgd, lr, weight_decay, momentum}, scheduler.* (lr_scheduler.h).
 #pragma once
 
+#include <filesystem>
+#include <functional>
+#include <iosfwd>
+#include <optional>
 #include <string>
 
 #include "trainer/amp.h"
+#include "trainer/checkpoint.h"
 #include "trainer/config/config.h"
 #include "trainer/device.h"
 #include "trainer/distributed.h"
@@ -32,7 +37,25 @@ struct FitResult {
   Metrics best;  // the validation metrics at the best monitored value (empty without a monitor)
   int64_t epochs = 0;
   int64_t global_step = 0;
+  // Set when a resumed run had nothing left to train (why; see finished_at); nothing was written.
+  std::string already_finished;
 };
+
+// What ended a run for good: a limit that its state at a checkpoint has reached under `cfg`.
+struct Finished {
+  std::string reason;  // "step 64 of trainer.max_steps 64"
+  std::string raise;   // the setting to raise to train on; empty when none would help
+};
+
+// Whether a run resumed from `state` under `cfg` would stop before training anything:
+// trainer.max_steps or max_epochs reached, trainer.max_time used up (it counts the training time
+// of all the run's sessions), or early stopping ended it and still would (same monitor, patience
+// not raised). Lowering a limit below the state also counts; raising one past it does not.
+std::optional<Finished> finished_at(const config::Config& cfg, const TrainingState& state);
+
+// The checkpoint trainer.resume names: `run_dir`/checkpoints/last.ckpt or best.ckpt for last and
+// best, else the path as given. Empty when trainer.resume is not set.
+std::string resume_checkpoint(const config::Config& cfg, const std::filesystem::path& run_dir);
 
 // The task's validation metrics over `split` (at most `max_batches` batches; -1 for all), each
 // batch weighted by its size, under the precision policy and without gradients.
@@ -46,7 +69,15 @@ class Trainer {
   // gradients are averaged, and only rank 0 writes logs, metrics, checkpoints and result.json.
   Trainer(const config::Config& cfg, const RunDirectory& run, DeviceChoice device, AmpPolicy amp,
           ProcessGroup* group = nullptr);
+  // A resumed run that finished_at() says is over returns at once, with nothing written.
   FitResult fit();
+
+  // Where the progress line, the validation lines and the resume notice go (std::cout by default,
+  // as a terminal when stdout_is_terminal()).
+  void set_output(std::ostream& out, bool terminal);
+  // The clock behind trainer.max_time, the progress line's rates and ETA and result.json's
+  // seconds: seconds from any origin, steady_clock by default. Tests make time deterministic.
+  void set_clock(std::function<double()> now) { now_ = std::move(now); }
 
  private:
   const config::Config& cfg_;
@@ -54,6 +85,9 @@ class Trainer {
   DeviceChoice device_;
   AmpPolicy amp_;
   ProcessGroup* group_;
+  std::ostream* out_;
+  bool terminal_;
+  std::function<double()> now_;
 };
 
 }  // namespace wavetrain

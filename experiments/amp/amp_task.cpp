@@ -88,6 +88,13 @@ class AmpTask : public Task {
             {"val/mse", losses::mse(prediction, batch.target).item<double>()}};
   }
 
+  // Seconds of target audio trained on per second ("52.3 s audio/s"): an item is one segment of
+  // output samples (its context in front is input only). Items/s would hide the segment length,
+  // and "samples/s" reads as audio samples to the people who use this task.
+  ThroughputUnit throughput_unit() const override {
+    return {"s audio", static_cast<double>(segment_) / model_.sample_rate};
+  }
+
  private:
   losses::CombinedLoss loss_;
   AmpModel model_;
