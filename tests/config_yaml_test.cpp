@@ -183,6 +183,17 @@ TEST(ConfigYamlRead, RecursiveAliasIsAnError) {
 }
 
 // Nesting is bounded (kMaxDepth) so that no later walk over the tree can overflow the stack.
+// yaml-cpp 0.7 loops forever (collecting empty documents until memory runs out) on a ',' that
+// starts a document; the config fuzzer found it with a file holding ",ed~effa". Each is an error
+// naming the place now, and a ',' inside a flow collection or a string still reads.
+TEST(ConfigYamlRead, CommaStartingADocumentIsAnErrorNotAHang) {
+  EXPECT_EQ(load_error(",ed~effa"), "x.yaml:1:1: unexpected ',' (a separator outside a [ ] or { } collection)");
+  EXPECT_EQ(load_error(", ,"), "x.yaml:1:1: unexpected ',' (a separator outside a [ ] or { } collection)");
+  EXPECT_EQ(load_error("- a\n,\n"), "x.yaml:2:1: unexpected ',' (a separator outside a [ ] or { } collection)");
+  EXPECT_EQ(load_error("---\n,\n"), "x.yaml:2:1: unexpected ',' (a separator outside a [ ] or { } collection)");
+  EXPECT_EQ(load("a: [1, 2]\nb: 'x, y'\n").find_path("b")->string_value(), "x, y");
+}
+
 TEST(ConfigYamlRead, NestingDeeperThanTheLimitIsAnError) {
   const auto nested = [](const std::string& open, const std::string& inner, const std::string& close, size_t n) {
     std::string s;

@@ -5,6 +5,7 @@
 // YAML::DeepRecursion, which yaml.h does not include. The library does not export its typeinfo;
 // libstdc++ matches exception types by name, so catching it works all the same (tested).
 #include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <sstream>
 #include <vector>
 
 namespace wavetrain::config {
@@ -403,11 +405,46 @@ void emit_block(const Node& n, size_t indent, bool after_dash, const std::string
   }
 }
 
+// Counts the documents of a YAML text, and stops yaml-cpp 0.7 where it would loop forever: a ','
+// at the start of a document (outside [ ] or { }) makes its parser report an endless series of
+// empty documents at the same place, and YAML::LoadAll collects them until memory runs out (found
+// by fuzzing: a config file that starts with ',' hung `wavetrain train`). Nothing else is built.
+class DocumentCounter : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    if (documents_ > 0 && mark.pos == last_.pos)
+      throw YAML::ParserException(mark, "unexpected ',' (a separator outside a [ ] or { } collection)");
+    last_ = mark;
+    ++documents_;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+ private:
+  int documents_ = 0;
+  YAML::Mark last_;
+};
+
+void check_documents_progress(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentCounter counter;
+  while (parser.HandleNextDocument(counter)) {
+  }
+}
+
 }  // namespace
 
 Node load_yaml_string(const std::string& text, const std::string& source_name) {
   std::vector<YAML::Node> documents;
   try {
+    check_documents_progress(text);
     documents = YAML::LoadAll(text);
   } catch (const YAML::DeepRecursion& e) {
     // yaml-cpp's own guard (2000 levels) against overflowing its stack; ours is lower, so name
