@@ -170,12 +170,20 @@ TEST(AmpModels, NamFilesWithAbsurdSizesAreRefused) {
   j["weights"][3] = "x";
   expect_refused(j, "type must be number");
   j = wavenet;
+  j["weights"][6] = 7.7e81;  // the nam fuzzer's: read as inf, written back as null
+  expect_refused(j, "weights[6] is 7.7e+81, not a finite float32 value");
+  j = wavenet;
   j["version"] = 5;
   expect_refused(j, "type must be string");
   j = wavenet;
   j["sample_rate"] = 1e12;
   expect_refused(j, "sample_rate 1000000000000.000000 is outside 1000 to 768000 Hz");
   expect_refused(nlohmann::json::array({1, 2}), "is JSON but not an object");
+  {  // and a model with a non-finite weight is not written (JSON cannot hold it)
+    torch::NoGradGuard no_grad;
+    nano.wavenet->parameters()[0].view({-1})[0] = std::numeric_limits<float>::infinity();
+    EXPECT_THROW(write_nam(path, nano), std::runtime_error);
+  }
   std::filesystem::remove(path);
 }
 

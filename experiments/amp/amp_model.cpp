@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -52,10 +54,13 @@ AmpModel make_amp_model(const std::string& architecture, const std::string& pres
 
 void write_nam(const std::string& path, const AmpModel& m) {
   nlohmann::json j;
+  const std::vector<float> weights = m.wavenet ? m.wavenet->export_weights() : m.lstm->export_weights();
+  for (size_t i = 0; i < weights.size(); ++i)  // JSON has no NaN or infinity: the file would not load
+    if (!std::isfinite(weights[i])) bad_file(path, "not written: weight " + std::to_string(i) + " is " + std::to_string(weights[i]));
   j["version"] = m.nam_version.empty() ? kNamVersion : m.nam_version;
   j["architecture"] = m.architecture;
   j["config"] = m.wavenet ? wavenet_config_to_json(m.wavenet->config()) : lstm_config_to_json(m.lstm->config());
-  j["weights"] = m.wavenet ? m.wavenet->export_weights() : m.lstm->export_weights();
+  j["weights"] = weights;
   j["sample_rate"] = m.sample_rate;
   nlohmann::json meta = m.metadata;
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
@@ -115,7 +120,18 @@ AmpModel read_nam(const std::string& path) {
     }
     if (static_cast<int64_t>(weights.size()) != expected)
       bad_file(path, std::to_string(weights.size()) + " weights, its config has " + std::to_string(expected));
-    const std::vector<float> w = weights.get<std::vector<float>>();
+    // As doubles first: a value past float32's range would not convert (and JSON has no inf/NaN
+    // to write it back with; fuzzing found 7.7e81 read as inf and written as null).
+    const std::vector<double> values = weights.get<std::vector<double>>();
+    std::vector<float> w(values.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (!(std::abs(values[i]) <= std::numeric_limits<float>::max())) {
+        char text[32];
+        std::snprintf(text, sizeof(text), "%.9g", values[i]);
+        bad_file(path, "weights[" + std::to_string(i) + "] is " + text + ", not a finite float32 value");
+      }
+      w[i] = static_cast<float>(values[i]);
+    }
     if (m.wavenet) m.wavenet->import_weights(w);
     else m.lstm->import_weights(w);
     if (j.contains("sample_rate") && !j.at("sample_rate").is_null()) m.sample_rate = j.at("sample_rate").get<double>();
