@@ -35,6 +35,21 @@ TEST(Sweep, ZipVariesTogether) {
   EXPECT_THROW(plan({"zip(lr=[1,2],batch=[1])"}), ConfigError);
 }
 
+// A product of sweeps is bounded like one range(): the config fuzzer planned a sweep for over a
+// minute (every job's overrides spelled out) before this limit.
+TEST(Sweep, MoreThanTheJobLimitIsAnError) {
+  EXPECT_EQ(plan({"a=range(0,1000)", "b=range(0,100)"}).jobs.size(), 100000u);
+  try {
+    plan({"a=range(0,1000)", "b=range(0,100)", "c=1,2"});
+    ADD_FAILURE() << "planned";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "The sweep would run more than 100000 jobs (1000 x 100 x 2 values); that is the limit");
+  }
+  std::vector<std::string> many;
+  for (int k = 0; k < 80; ++k) many.push_back("k" + std::to_string(k) + "=0,1");  // 2^80: no overflow to a small number
+  EXPECT_THROW(plan(many), ConfigError);
+}
+
 TEST(Sweep, RangesChoiceAndGlob) {
   EXPECT_EQ(plan({"x=range(0.1,0.5,0.1)"}).jobs, (Jobs{{"x=0.1"}, {"x=0.2"}, {"x=0.3"}, {"x=0.4"}}));
   EXPECT_EQ(plan({"c=choice(a,'b c')"}).jobs, (Jobs{{"c=a"}, {"c='b c'"}}));
