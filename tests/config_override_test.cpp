@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "trainer/config/override.h"
+#include "tests/nested_text.h"
 
 namespace {
 
@@ -341,13 +342,7 @@ TEST(OverrideError, MessageNamesTextExpectationAndPosition) {
 }
 
 TEST(OverrideError, NestingDeeperThanTheLimit) {
-  const auto nested = [](const std::string& open, const std::string& inner, const std::string& close, size_t n) {
-    std::string s;
-    for (size_t i = 0; i < n; ++i) s += open;
-    s += inner;
-    for (size_t i = 0; i < n; ++i) s += close;
-    return s;
-  };
+  using wavetrain::testing::nested;
   EXPECT_EQ(value("a=" + nested("[", "1", "]", 256)).depth(), 256u);
   EXPECT_EQ(value("a=" + nested("{a:", "1", "}", 256)).depth(), 256u);
   // The parser recurses once per level: 10,000 levels must be an error, not a stack overflow. The

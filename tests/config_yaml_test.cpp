@@ -10,6 +10,7 @@
 #include <random>
 
 #include "trainer/config/yaml_io.h"
+#include "tests/nested_text.h"
 
 namespace wavetrain::config {
 namespace {
@@ -195,13 +196,7 @@ TEST(ConfigYamlRead, CommaStartingADocumentIsAnErrorNotAHang) {
 }
 
 TEST(ConfigYamlRead, NestingDeeperThanTheLimitIsAnError) {
-  const auto nested = [](const std::string& open, const std::string& inner, const std::string& close, size_t n) {
-    std::string s;
-    for (size_t i = 0; i < n; ++i) s += open;
-    s += inner;
-    for (size_t i = 0; i < n; ++i) s += close;
-    return s;
-  };
+  using wavetrain::testing::nested;
   // 255 lists in the root dict: 256 levels, the most there may be.
   const Node ok = load("a: " + nested("[", "1", "]", 255) + "\n");
   EXPECT_EQ(ok.depth(), 256u);
