@@ -103,12 +103,13 @@ class Cursor {
 struct Superblock {
   uint64_t base = 0;  // addresses in the file are relative to this
   unsigned offset_size = 8, length_size = 8;
+  uint64_t root = 0;  // the root group's object header
 };
 
 // The superblock is at 0 or at a power of two from 512 on (after a user block).
 Superblock read_superblock(const File& f) {
   for (uint64_t at = 0; at + 16 <= f.size(); at = at == 0 ? 512 : at * 2) {
-    const std::vector<unsigned char> head = f.read(at, std::min<uint64_t>(f.size() - at, 64), "superblock");
+    const std::vector<unsigned char> head = f.read(at, std::min<uint64_t>(f.size() - at, 128), "superblock");
     if (std::memcmp(head.data(), kSignature, 8) != 0) continue;
     Cursor c(head.data(), head.size(), at, "superblock");
     c.skip(8);
@@ -130,6 +131,11 @@ Superblock read_superblock(const File& f) {
       if (size != 2 && size != 4 && size != 8) bad("superblock" + at_offset(at) + " gives an address or length size of " + std::to_string(size) + " bytes (2, 4 or 8)");
     s.base = c.uint(s.offset_size);
     if (s.base > f.size()) bad("superblock" + at_offset(at) + " gives a base address past the end of the file");
+    // Versions 0 and 1: free-space, end-of-file and driver addresses, then the root group's symbol
+    // table entry (its link name offset, then its object header). Versions 2 and 3: superblock
+    // extension and end-of-file addresses, then the root group's object header.
+    c.skip(s.offset_size * (version <= 1 ? 4 : 2));
+    s.root = c.uint(s.offset_size);
     return s;
   }
   bad("no HDF5 superblock found");
@@ -304,10 +310,10 @@ AttributeMessage parse_attribute(const Message& m, unsigned length_size) {
 
 }  // namespace
 
-void check_attribute_messages(const std::string& path, uint64_t header_address) {
+void check_root_attribute_messages(const std::string& path) {
   const File f(path);
   const Superblock sb = read_superblock(f);
-  for (const Message& m : header_messages(f, sb, header_address))
+  for (const Message& m : header_messages(f, sb, sb.root))
     if (m.type == 0x0C) (void)parse_attribute(m, sb.length_size);
 }
 

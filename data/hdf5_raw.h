@@ -35,10 +35,10 @@ class FormatError : public std::runtime_error {
 std::optional<std::string> read_string_attribute(const std::string& path, uint64_t header_address,
                                                  const std::string& name, uint64_t max_bytes = 1u << 20);
 
-// Checks the layout of every attribute message in the object header at `header_address`: each
-// one's name, datatype and dataspace lie inside the message, and the messages inside their blocks.
-// HDF5 1.10 does not check this before copying them (fuzzing found a read past a header buffer in
-// its attribute lookup); call this before any H5A call on an object of a file from elsewhere.
-void check_attribute_messages(const std::string& path, uint64_t header_address);
+// Checks the layout of every attribute message in the root group's object header, found from the
+// superblock alone (no HDF5 call is made before it): each one's name, datatype, dataspace and value
+// lie inside the message, and the messages inside their blocks. HDF5 1.10 does not check this
+// before copying them (fuzzing found a read past a header buffer in its attribute lookup).
+void check_root_attribute_messages(const std::string& path);
 
 }  // namespace wavetrain::data::hdf5_raw

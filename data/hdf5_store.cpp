@@ -373,9 +373,18 @@ void DatasetWriter::finish() {
 
 DatasetReader::DatasetReader(const std::string& path, size_t cache_items) : path_(path), cache_items_(cache_items) {
   silence_hdf5();
-  const char* probe = std::getenv("WAVETRAIN_STORE_PROBE");
-  if (!(probe && std::string(probe) == "0")) probe_in_child(path);
   try {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) fail(path, "no such file");
+    if (H5Fis_hdf5(path.c_str()) <= 0) fail(path, "not an HDF5 file");
+    // Our own checks first: they name what is wrong, where HDF5 would read past its buffers.
+    try {
+      hdf5_raw::check_root_attribute_messages(path);
+    } catch (const hdf5_raw::FormatError& e) {
+      fail(path, std::string("the root group's header: ") + e.what() + " (truncated or damaged?)");
+    }
+    const char* probe = std::getenv("WAVETRAIN_STORE_PROBE");
+    if (!(probe && std::string(probe) == "0")) probe_in_child(path);
     open(false);
   } catch (...) {
     close();  // the destructor does not run for a constructor that throws
@@ -430,13 +439,6 @@ void DatasetReader::open(bool probe) {
   if (file_ < 0) fail(path, "cannot be opened as HDF5 (truncated or damaged?)");
   const Handle root(H5Gopen2(file_, "/", H5P_DEFAULT), H5Gclose);
   if (root.get() < 0) fail(path, "its root group cannot be opened (damaged file?)");
-  if (!probe) {  // the probe runs HDF5's code alone (see hdf5_store.h)
-    try {
-      hdf5_raw::check_attribute_messages(path, header_address(root.get()));
-    } catch (const hdf5_raw::FormatError& e) {
-      fail(path, std::string("the root group's header: ") + e.what() + " (damaged file?)");
-    }
-  }
   const std::optional<AttributeValue> format = read_attribute(path, root.get(), "format", probe);
   if (probe) {
     // In the probe, string values are not read: only the rest of the structure is checked.

@@ -192,6 +192,17 @@ SweepPlan plan_sweep(const std::vector<std::string>& overrides, const Node* swee
   }
   if (total > kMaxJobs)
     throw ConfigError("The sweep would run more than " + std::to_string(kMaxJobs) + " jobs (" + sizes + " values); that is the limit");
+  // Each "key=value" is formatted once (formatting parses the value back to check it), not once
+  // per job that uses it.
+  std::vector<std::vector<std::vector<std::string>>> text(plan.dimensions.size());  // [k][z][i]
+  for (size_t k = 0; k < plan.dimensions.size(); ++k) {
+    const SweepDimension& d = plan.dimensions[k];
+    for (size_t z = 0; z < d.keys.size(); ++z) {
+      text[k].emplace_back();
+      for (const Node& v : d.values[z]) text[k][z].push_back(d.prefix + d.keys[z] + "=" + format_override_value(v));
+    }
+  }
+  plan.jobs.reserve(total);
   for (size_t job = 0; job < total; ++job) {
     std::vector<std::string> assignment = plan.fixed;
     size_t rest = job;
@@ -200,11 +211,8 @@ SweepPlan plan_sweep(const std::vector<std::string>& overrides, const Node* swee
       index[k] = rest % plan.dimensions[k].size();
       rest /= plan.dimensions[k].size();
     }
-    for (size_t k = 0; k < plan.dimensions.size(); ++k) {
-      const SweepDimension& d = plan.dimensions[k];
-      for (size_t z = 0; z < d.keys.size(); ++z)
-        assignment.push_back(d.prefix + d.keys[z] + "=" + format_override_value(d.values[z][index[k]]));
-    }
+    for (size_t k = 0; k < plan.dimensions.size(); ++k)
+      for (size_t z = 0; z < text[k].size(); ++z) assignment.push_back(text[k][z][index[k]]);
     plan.jobs.push_back(std::move(assignment));
   }
   return plan;
