@@ -17,10 +17,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     o.sample_rate = 16000;
     const Audio a = read_audio(file.path(), o);
     if (a.sample_rate != 16000 || a.samples.dim() != 2 || a.samples.scalar_type() != at::kFloat) std::abort();
-    const at::Tensor original = read_audio(file.path()).samples;
-    const int rate = read_audio(file.path()).sample_rate;
-    const int64_t expected = std::llround(static_cast<double>(original.size(1)) * 16000.0 / rate);
-    if (a.samples.size(1) != expected || a.samples.size(0) != original.size(0)) std::abort();
+    const Audio original = read_audio(file.path());
+    const int64_t expected = std::llround(static_cast<double>(original.samples.size(1)) * 16000.0 / original.sample_rate);
+    if (a.samples.size(1) != expected || a.samples.size(0) != original.samples.size(0)) std::abort();
   } catch (const AudioError& e) {
     wavetrain::fuzz::require_named(e, file.path());
   }
