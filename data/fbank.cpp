@@ -198,8 +198,9 @@ at::Tensor fbank(const at::Tensor& waveform_in, const FbankOptions& o, std::opti
                           .as_strided({frames, size}, {shift, 1})
                           .clone();
   if (o.dither != 0.0) {
-    const c10::optional<at::Generator> g = generator ? c10::optional<at::Generator>(*generator) : c10::nullopt;
-    framed = framed + at::randn({frames, size}, g, at::TensorOptions().dtype(at::kFloat)) * o.dither;
+    const at::TensorOptions options = at::TensorOptions().dtype(at::kFloat);
+    const at::Tensor noise = generator ? at::randn({frames, size}, *generator, options) : at::randn({frames, size}, options);
+    framed = framed + noise * o.dither;
   }
   const at::Tensor means = o.remove_dc_offset ? framed.mean(1) : at::zeros({frames}, at::kFloat);
 

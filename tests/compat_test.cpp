@@ -44,6 +44,38 @@ TEST(Compat, CpuAutocastWrappersChangeWhatALinearComputesIn) {
   EXPECT_EQ(linear(x).scalar_type(), at::kFloat);
 }
 
+// Numbers, not only dtypes: under CPU bf16 autocast a Linear rounds its inputs to bf16 and computes
+// in bf16, exactly as the explicit bf16 computation does, and differs from fp32 by bf16's precision.
+TEST(Compat, CpuBf16AutocastComputesWhatExplicitBf16Computes) {
+  at::manual_seed(1);
+  const at::Tensor w = at::randn({16, 64}), b = at::randn({16}), x = at::randn({8, 64});
+  const at::Tensor fp32 = at::linear(x, w, b);
+  const at::Tensor explicit_bf16 = at::linear(x.to(at::kBFloat16), w.to(at::kBFloat16), b.to(at::kBFloat16));
+  const at::ScalarType old_dtype = compat::autocast_dtype(c10::DeviceType::CPU);
+  compat::set_autocast_dtype(c10::DeviceType::CPU, at::kBFloat16);
+  compat::set_autocast_enabled(c10::DeviceType::CPU, true);
+  const at::Tensor autocast = at::linear(x, w, b);
+  compat::set_autocast_enabled(c10::DeviceType::CPU, false);
+  compat::set_autocast_dtype(c10::DeviceType::CPU, old_dtype);
+  compat::autocast_clear_cache();
+  ASSERT_EQ(autocast.scalar_type(), at::kBFloat16);
+  EXPECT_TRUE(at::equal(autocast, explicit_bf16));
+  const double error = (autocast.to(at::kFloat) - fp32).abs().max().item<double>();
+  const double scale = fp32.abs().max().item<double>();
+  EXPECT_GT(error, 0.0);             // it really ran in bf16
+  EXPECT_LT(error, 0.03 * scale);    // ... and only bf16's rounding separates it from fp32
+}
+
+// torch::mps is declared on every platform from 2.1, so the 2.x build compiles the MPS calls; on a
+// machine without Metal they report no device and seeding is a no-op.
+TEST(Compat, MpsCallsCompileWhereTheHeaderExists) {
+  EXPECT_EQ(WAVETRAIN_HAS_MPS_HEADER != 0, WAVETRAIN_TORCH_AT_LEAST(2, 1));
+  if (!compat::mps_built()) {
+    EXPECT_FALSE(compat::mps_available());
+    compat::mps_manual_seed(7);
+  }
+}
+
 TEST(Compat, NestingCounterBalances) {
   const int depth = compat::autocast_increment_nesting();
   EXPECT_GE(depth, 1);

@@ -61,7 +61,7 @@ std::string read_file(const std::string& path) {
 
 // ---- optimizer state ---------------------------------------------------------------------
 
-std::string param_key(const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+auto param_key(const at::Tensor& p) { return compat::optimizer_state_key(p); }
 
 // Adam and AdamW share their options and per-parameter state, under different C++ types.
 template <class Options>

@@ -5,7 +5,10 @@
 //    is_cpu_enabled(), get_autocast_gpu_dtype(), ...). 2.4 added is_autocast_enabled(DeviceType)
 //    and friends and deprecated the old names (calling them warns at compile and at run time).
 //  - MPS autocast exists from 2.5 (DispatchKey::AutocastMPS).
-//  - <torch/mps.h> exists from 2.1; at::hasMPS() exists in every version and is what we call.
+//  - <torch/mps.h> (torch::mps::is_available, manual_seed) exists from 2.1 on every platform; before
+//    that only at::hasMPS(). The MPS calls are compiled wherever the header exists.
+//  - torch::optim::Optimizer::state() is keyed by the parameter's TensorImpl address: printed to a
+//    string up to 2.1 (c10::guts::to_string), the void* itself from 2.2 on (pytorch#108480).
 //  - CUDA-only calls are keyed on WAVETRAIN_WITH_CUDA (set by CMake when LibTorch has torch_cuda),
 //    not on __has_include: Debian's CPU-only package installs the c10/cuda headers too.
 #pragma once
@@ -32,6 +35,10 @@
 #define WAVETRAIN_HAS_MPS_HEADER 1
 #else
 #define WAVETRAIN_HAS_MPS_HEADER 0
+#endif
+
+#if WAVETRAIN_HAS_MPS_HEADER
+#include <torch/mps.h>
 #endif
 
 // MPS kernels exist only in LibTorch's macOS builds.
@@ -106,17 +113,39 @@ inline void set_autocast_dtype(c10::DeviceType type, at::ScalarType dtype) {
 
 #endif
 
+// The key under which torch::optim::Optimizer::state() holds a parameter's state.
+#if WAVETRAIN_TORCH_AT_LEAST(2, 2)
+inline void* optimizer_state_key(const at::Tensor& param) { return param.unsafeGetTensorImpl(); }
+#else
+inline std::string optimizer_state_key(const at::Tensor& param) {
+  return c10::guts::to_string(param.unsafeGetTensorImpl());
+}
+#endif
+
 // Same names in every version; wrapped so callers include only this header.
 inline int autocast_increment_nesting() { return at::autocast::increment_nesting(); }
 inline int autocast_decrement_nesting() { return at::autocast::decrement_nesting(); }
 inline void autocast_clear_cache() { at::autocast::clear_cache(); }
 
-// MPS present at run time (macOS with a Metal device). False on every other build.
+// MPS present at run time (macOS with a Metal device). 2.x declares torch::mps on every platform,
+// so its calls are compiled by the Linux 2.x build too (and answer false there); 1.13 has only
+// at::hasMPS(), which is what a macOS 1.13 build calls.
 inline bool mps_available() {
-#if WAVETRAIN_MPS_BUILT
+#if WAVETRAIN_HAS_MPS_HEADER
+  return torch::mps::is_available();
+#elif WAVETRAIN_MPS_BUILT
   return at::hasMPS();
 #else
   return false;
+#endif
+}
+
+// Seeds the MPS generator, which at::manual_seed leaves alone (Python's torch.manual_seed does both).
+inline void mps_manual_seed(uint64_t seed) {
+#if WAVETRAIN_HAS_MPS_HEADER
+  if (torch::mps::is_available()) torch::mps::manual_seed(seed);
+#else
+  (void)seed;
 #endif
 }
 

@@ -23,6 +23,7 @@
 #include "trainer/metrics_csv.h"
 #include "trainer/progress.h"
 #include "trainer/tensorboard.h"
+#include "trainer/torch_compat.h"
 #include "trainer/weights.h"
 
 namespace wavetrain {
@@ -243,7 +244,8 @@ FitResult Trainer::fit() {
     }
   }
 
-  at::manual_seed(static_cast<uint64_t>(seed));
+  at::manual_seed(static_cast<uint64_t>(seed));  // CPU and CUDA generators
+  compat::mps_manual_seed(static_cast<uint64_t>(seed));
   std::unique_ptr<Task> task = make_task(cfg_.get_string("task"), cfg_);
   torch::nn::Module& model = task->model();
   model.to(device_.device);
