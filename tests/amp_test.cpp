@@ -177,6 +177,13 @@ TEST(GradScaler, GrowthThatWouldOverflowKeepsTheScale) {
   EXPECT_EQ(scaler.get_scale(), big);
 }
 
+// The fused _amp_* kernels are used where ATen has them: CUDA always, the CPU from 2.3 (so the
+// pip build's tests run the fused path on the CPU and Debian's 1.13 build the composite one).
+TEST(GradScaler, FusedKernelsOnTheCpuFromPyTorch23) {
+  EXPECT_EQ(GradScaler::fused_kernels_on(at::Device(at::kCPU)), WAVETRAIN_TORCH_AT_LEAST(2, 3));
+  EXPECT_EQ(GradScaler::fused_kernels_on(at::Device(at::kCUDA, 0)), compat::cuda_built());
+}
+
 TEST(GradScaler, MisuseIsAnErrorAndStateRoundTrips) {
   GradScaler scaler;
   OneParameter m;

@@ -150,4 +150,9 @@ void GradScaler::load_state(const GradScalerState& s) {
   growth_tracker_ = at::full({}, s.growth_tracker, at::TensorOptions().dtype(at::kInt).device(device));
 }
 
+bool GradScaler::fused_kernels_on(const at::Device& device) {
+  return has_kernel("aten::_amp_foreach_non_finite_check_and_unscale_", device) &&
+         has_kernel("aten::_amp_update_scale_", device);
+}
+
 }  // namespace wavetrain

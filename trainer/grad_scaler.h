@@ -65,6 +65,10 @@ class GradScaler {
   GradScalerState state() const;
   void load_state(const GradScalerState& s);
 
+  // True when ATen has both fused kernels for `device`'s backend, so unscale_ and update use them:
+  // CUDA in every version, the CPU from PyTorch 2.3 (pytorch#109281).
+  static bool fused_kernels_on(const at::Device& device);
+
  private:
   enum class Stage { Ready, Unscaled, Stepped };
   struct PerOptimizer {
