@@ -2,8 +2,11 @@
 # NAM's standard WaveNet: one training step (batch 16 x 8192, NAM's loss, Adam) in wavetrain and in
 # Python PyTorch (same model and loss, bench/amp_step_baseline.py), same machine and threads, in this
 # one run; plus wavetrain's inference real-time factors. Target: at least 2x the Python throughput.
+# The anchor: the NAM trainer's own standard model and training step (neural-amp-modeler in the
+# project's .venv, bench/nam_standard_step.py), timed in the same run when it is installed.
 #
-# usage: bench/amp.sh [THREADS] [REPEATS]   (needs Debian's python3-torch for the baseline)
+# usage: bench/amp.sh [THREADS] [REPEATS]   (needs Debian's python3-torch for the baseline;
+#        scripts/setup --test-deps for the anchor)
 set -euo pipefail
 threads=${1:-2}
 repeats=${2:-10}
@@ -16,5 +19,12 @@ printf "training step, standard WaveNet, %s threads: wavetrain %s ms, Python %s 
   "$threads" "$step" "$py" "$(awk -v a="$step" -v b="$py" 'BEGIN { printf "%.2f", b / a }')"
 printf "  (wavetrain through LibTorch's conv1d instead of its CPU kernels: %s ms, %s x the Python throughput)\n" \
   "$libtorch" "$(awk -v a="$libtorch" -v b="$py" 'BEGIN { printf "%.2f", b / a }')"
+if [ -x .venv/bin/python ] && .venv/bin/python -c 'import nam' 2>/dev/null; then
+  nam=$(.venv/bin/python "$(dirname "$0")/nam_standard_step.py" "$threads" "$repeats")
+  printf "  the NAM trainer's own standard step (neural-amp-modeler, LightningModule.training_step + Adam): %s ms: wavetrain is %s x its throughput\n" \
+    "$nam" "$(awk -v a="$step" -v b="$nam" 'BEGIN { printf "%.2f", b / a }')"
+else
+  echo "  (the NAM trainer's own step not timed: neural-amp-modeler is not in .venv; scripts/setup --test-deps)"
+fi
 printf "inference, standard WaveNet at 48 kHz: offline (65536-sample chunks, %s threads) %sx real time; 64-sample buffers (stream mode, 1 thread) %sx real time\n" \
   "$threads" "$offline" "$stream"

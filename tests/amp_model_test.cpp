@@ -207,6 +207,45 @@ TEST(AmpModels, AnIndependentReaderOfTheFileGetsTheSameOutput) {
   EXPECT_LE(((mine - expected).square().mean().sqrt() / rms).item<double>(), 1e-5);  // relative RMS
 }
 
+// The NAM trainer's own package (neural-amp-modeler 0.12.3, the .venv's test client) loads our
+// exports with its own loader (nam.models.init_from_nam) and runs its own torch model: WaveNet
+// presets, a gated WaveNet with a kernel-4 two-output head array, and LSTMs.
+TEST(AmpModels, NeuralAmpModelersOwnLoaderGetsTheSameOutput) {
+  WAVETRAIN_REQUIRE_CLIENT(wavetrain::testing::client_importable("nam.models"),
+                           "neural-amp-modeler is not in " WAVETRAIN_CLIENT_PYTHON);
+  WaveNetConfig gated = wavenet_preset("nano");
+  gated.layers[0].gated = true;
+  gated.layers[1].kernel_size = 4;
+  std::vector<std::pair<std::string, AmpModel>> models;
+  for (const char* preset : {"nano", "standard"}) models.emplace_back(std::string("wavenet ") + preset, make_amp_model("wavenet", preset));
+  models.emplace_back("wavenet gated", make_amp_model("wavenet", "nano"));
+  models.back().second.wavenet = WaveNet(gated);
+  for (const char* preset : {"1x12", "2x8"}) models.emplace_back(std::string("lstm ") + preset, make_amp_model("lstm", preset));
+  const int64_t n = 6000;
+  std::string paths;
+  for (size_t i = 0; i < models.size(); ++i) {
+    randomize(models[i].second, 4 + i);
+    const std::string path = temp_path("nam_loader_" + std::to_string(i) + ".nam");
+    write_nam(path, models[i].second);
+    paths += path + " ";
+  }
+  const wavetrain::testing::ProcessResult r = wavetrain::testing::client_run("nam_loader.py " + paths + std::to_string(n));
+  for (size_t i = 0; i < models.size(); ++i) std::filesystem::remove(temp_path("nam_loader_" + std::to_string(i) + ".nam"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<double> values;
+  std::istringstream in(r.out);
+  for (double v; in >> v;) values.push_back(v);
+  ASSERT_EQ(values.size(), models.size() * n);
+  for (size_t i = 0; i < models.size(); ++i) {
+    auto& [name, m] = models[i];
+    const at::Tensor theirs = at::tensor(values, at::kDouble).narrow(0, i * n, n);
+    const at::Tensor mine = process(m, test_signal(n)).to(at::kDouble);
+    const double rms = theirs.square().mean().sqrt().item<double>();
+    EXPECT_GT(rms, 1e-3) << name;
+    EXPECT_LE(((mine - theirs).square().mean().sqrt() / rms).item<double>(), 1e-5) << name;  // relative RMS
+  }
+}
+
 TEST(AmpModels, ChunkedProcessingEqualsOnePass) {
   const at::Tensor x = test_signal(20000);
   for (const auto& [arch, preset] : {std::pair<std::string, std::string>{"wavenet", "nano"}, {"lstm", "1x12"}}) {

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -52,4 +53,31 @@ inline std::string python_output(const std::string& script_and_arguments) {
 }
 #endif
 
+#ifdef WAVETRAIN_CLIENT_PYTHON
+// tests/python/<script> run by the project's .venv Python, which holds the real programs wavetrain is
+// checked against (TensorBoard, Hydra, auraloss, neural-amp-modeler, torchaudio 2.x; scripts/setup
+// --test-deps installs them).
+inline ProcessResult client_run(const std::string& script_and_arguments) {
+  return run_shell(std::string(WAVETRAIN_CLIENT_PYTHON) + " " + WAVETRAIN_TEST_DATA + "/../python/" + script_and_arguments);
+}
+inline bool client_importable(const std::string& module) {
+  return run_shell(std::string(WAVETRAIN_CLIENT_PYTHON) + " -c 'import " + module + "' >/dev/null").exit_code == 0;
+}
+#endif
+
+// scripts/test sets WAVETRAIN_TEST_REQUIRE_CLIENTS=1: a missing client is then a failure, not a skip.
+inline bool clients_required() {
+  const char* v = std::getenv("WAVETRAIN_TEST_REQUIRE_CLIENTS");
+  return v != nullptr && std::string(v) == "1";
+}
+
 }  // namespace wavetrain::testing
+
+// Skips the test when a test-only client is missing, or fails it where clients are required.
+#define WAVETRAIN_REQUIRE_CLIENT(available, what)                                                  \
+  do {                                                                                           \
+    if (!(available)) {                                                                          \
+      if (::wavetrain::testing::clients_required()) FAIL() << (what) << " (scripts/setup --test-deps)"; \
+      GTEST_SKIP() << (what) << " (scripts/setup --test-deps installs it)";                      \
+    }                                                                                            \
+  } while (0)
