@@ -3,6 +3,7 @@
 # residual, summed head, head rechannel, head scale 0.02), NAM's loss (MSE + 2e-4 x MRSTFT with
 # auraloss's defaults on 0.85 pre-emphasised signals) and Adam lr 0.004, batch 16 x 8192.
 # Prints the median step time in ms.
+# usage: amp_step_baseline.py [THREADS] [REPEATS] [DEVICE]   (DEVICE cpu by default; cuda for scripts/gpu-check)
 import sys
 import time
 
@@ -12,6 +13,7 @@ import torch.nn.functional as F
 
 threads = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+device = torch.device(sys.argv[3] if len(sys.argv) > 3 else "cpu")
 torch.set_num_threads(threads)
 torch.set_flush_denormal(True)
 torch.manual_seed(0)
@@ -53,7 +55,7 @@ class WaveNet(nn.Module):
         return 0.02 * head
 
 
-WINDOWS = {w: torch.hann_window(w) for w in (600, 1200, 240)}
+WINDOWS = {w: torch.hann_window(w, device=device) for w in (600, 1200, 240)}
 
 
 def mrstft(p, t):
@@ -67,12 +69,14 @@ def mrstft(p, t):
     return total / 3
 
 
-model = WaveNet()
+model = WaveNet().to(device)
 adam = torch.optim.Adam(model.parameters(), lr=0.004)
-x = torch.randn(16, 1, 8192 + 4092) * 0.3
-y = torch.tanh(torch.randn(16, 1, 8192))
+x = (torch.randn(16, 1, 8192 + 4092) * 0.3).to(device)
+y = torch.tanh(torch.randn(16, 1, 8192)).to(device)
+sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 ms = []
 for i in range(repeats + 2):
+    sync()
     t0 = time.perf_counter()
     adam.zero_grad()
     p = model(x)
@@ -80,6 +84,7 @@ for i in range(repeats + 2):
     loss = F.mse_loss(p, y) + 2e-4 * mrstft(pe(p), pe(y))
     loss.backward()
     adam.step()
+    sync()
     if i >= 2:
         ms.append((time.perf_counter() - t0) * 1000)
 ms.sort()
