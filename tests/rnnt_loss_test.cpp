@@ -6,12 +6,16 @@
 #include <gtest/gtest.h>
 
 #include "tests/run_process.h"
+#include <hdf5.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <functional>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "losses/mutual_information.h"
 #include "losses/rnnt_loss.h"
 #include "tests/reference_json.h"
 
@@ -256,6 +260,65 @@ TEST(RnntLoss, SimpleLossGradcheckInFloat64) {
       }
       EXPECT_LE(worst, 1e-8) << static_cast<int>(type) << " " << which;
     }
+  }
+}
+
+// k2's fast_rnnt itself (1.3, built into the .venv by scripts/setup --test-deps), live on fresh
+// float64 inputs beside the stored vectors: the recursion with its gradients, and the simple,
+// smoothed, pruned (with fast_rnnt's own prune ranges, which must equal ours) and full losses, per
+// utterance, regular and modified, each item in its own box.
+at::Tensor read_dataset(const std::string& path, const std::string& name, at::ScalarType type) {
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  const hid_t data = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
+  const hid_t space = H5Dget_space(data);
+  hsize_t dims[8] = {};
+  const int rank = H5Sget_simple_extent_ndims(space);
+  H5Sget_simple_extent_dims(space, dims, nullptr);
+  at::Tensor t = at::empty(std::vector<int64_t>(dims, dims + rank), type);
+  const herr_t status = H5Dread(data, type == at::kLong ? H5T_NATIVE_INT64 : H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL,
+                                H5P_DEFAULT, t.data_ptr());
+  H5Sclose(space);
+  H5Dclose(data);
+  H5Fclose(file);
+  EXPECT_GE(status, 0) << name;
+  return t;
+}
+
+TEST(RnntLoss, MatchesFastRnntLiveOnFreshInputs) {
+  WAVETRAIN_REQUIRE_CLIENT(wavetrain::testing::client_importable("fast_rnnt"), "fast_rnnt is not in " WAVETRAIN_CLIENT_PYTHON);
+  for (int seed : {1, 2}) {
+    const std::string path = ::testing::TempDir() + "fast_rnnt_live_" + std::to_string(::getpid()) + ".h5";
+    const wavetrain::testing::ProcessResult r = wavetrain::testing::client_run("fast_rnnt_live.py " + path + " " + std::to_string(seed));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto f64 = [&](const std::string& name) { return read_dataset(path, name, at::kDouble); };
+    const at::Tensor boundary = read_dataset(path, "boundary", at::kLong);
+    const double tol = 1e-9;
+    for (const std::string mode : {"regular", "modified"}) {
+      const std::string what = mode + " seed " + std::to_string(seed);
+      const MutualInformation mi = mutual_information_with_grad(f64("mi_" + mode + "_px"), f64("mi_" + mode + "_py"), boundary);
+      EXPECT_LE(max_relative_error(mi.scores, f64("mi_" + mode + "_scores"), 1e-30), tol) << what;
+      EXPECT_LE(max_relative_error(mi.px_grad, f64("mi_" + mode + "_px_grad")), tol) << what;
+      EXPECT_LE(max_relative_error(mi.py_grad, f64("mi_" + mode + "_py_grad")), tol) << what;
+
+      const at::Tensor lm = f64("lm"), am = f64("am"), symbols = read_dataset(path, "symbols", at::kLong);
+      RnntOptions o;
+      o.boundary = boundary;
+      o.rnnt_type = mode == "regular" ? RnntType::kRegular : RnntType::kModified;
+      o.reduction = Reduction::kNone;
+      const RnntLossWithGrad simple = rnnt_loss_simple_with_grad(lm, am, symbols, o);
+      EXPECT_LE(max_relative_error(simple.loss, f64(mode + "_simple")), tol) << what;
+      EXPECT_LE(max_relative_error(simple.px_grad, f64(mode + "_simple_px_grad")), tol) << what;
+      EXPECT_LE(max_relative_error(simple.py_grad, f64(mode + "_simple_py_grad")), tol) << what;
+      EXPECT_LE(max_relative_error(rnnt_loss_smoothed(lm, am, symbols, 0.1, 0.2, o), f64(mode + "_smoothed")), tol) << what;
+      const at::Tensor ranges = get_rnnt_prune_ranges(simple.px_grad, simple.py_grad, boundary, 4);
+      EXPECT_TRUE(at::equal(ranges, read_dataset(path, mode + "_ranges", at::kLong))) << what;
+      const auto [am_pruned, lm_pruned] = do_rnnt_pruning(am, lm, ranges);
+      EXPECT_LE(max_relative_error(rnnt_loss_pruned((am_pruned + lm_pruned).tanh(), symbols, ranges, o), f64(mode + "_pruned")),
+                tol) << what;
+      const at::Tensor logits = (am.unsqueeze(2) + lm.unsqueeze(1)).tanh();
+      EXPECT_LE(max_relative_error(rnnt_loss(logits, symbols, o), f64(mode + "_full")), tol) << what;
+    }
+    std::remove(path.c_str());
   }
 }
 
