@@ -128,15 +128,13 @@ inline int autocast_decrement_nesting() { return at::autocast::decrement_nesting
 inline void autocast_clear_cache() { at::autocast::clear_cache(); }
 
 // MPS present at run time (macOS with a Metal device). 2.x declares torch::mps on every platform,
-// so its calls are compiled by the Linux 2.x build too (and answer false there); 1.13 has only
-// at::hasMPS(), which is what a macOS 1.13 build calls.
+// so its calls are compiled by the Linux 2.x build too (and answer false there); before 2.1 there
+// is only at::hasMPS(), on every platform as well. Each branch is compiled by one of the two builds.
 inline bool mps_available() {
 #if WAVETRAIN_HAS_MPS_HEADER
   return torch::mps::is_available();
-#elif WAVETRAIN_MPS_BUILT
-  return at::hasMPS();
 #else
-  return false;
+  return at::hasMPS();
 #endif
 }
 
