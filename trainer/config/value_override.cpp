@@ -2,10 +2,12 @@
 #include "trainer/config/value_override.h"
 
 #include <algorithm>
+#include <cmath>
 #include <tuple>
 #include <vector>
 
 #include "trainer/config/compose.h"
+#include "trainer/config/interpolation.h"
 
 namespace wavetrain::config {
 namespace {
@@ -88,7 +90,44 @@ std::string did_you_mean(const Node& config, const std::string& key) {
   return "\nDid you mean one of: " + list + "?";
 }
 
+bool is_number(const Node& n) {
+  return n.kind() == Node::Kind::Int || n.kind() == Node::Kind::Float || n.kind() == Node::Kind::Bool;
+}
+
+// Python compares an int with a float exactly (2**53 + 1 != 2.0**53), and a bool as 0 or 1.
+bool numbers_equal(const Node& a, const Node& b) {
+  const auto as_int = [](const Node& n) {
+    return n.kind() == Node::Kind::Bool ? int64_t(n.bool_value()) : n.int_value();
+  };
+  if (a.kind() != Node::Kind::Float && b.kind() != Node::Kind::Float) return as_int(a) == as_int(b);
+  if (a.kind() == Node::Kind::Float && b.kind() == Node::Kind::Float) return a.float_value() == b.float_value();
+  const double x = a.kind() == Node::Kind::Float ? a.float_value() : b.float_value();
+  const int64_t i = a.kind() == Node::Kind::Float ? as_int(b) : as_int(a);
+  // Doubles at or past ±2^63 are outside int64; NaN and the infinities fail the range test too.
+  if (!(x >= -9223372036854775808.0 && x < 9223372036854775808.0) || x != std::trunc(x)) return false;
+  return static_cast<int64_t>(x) == i;
+}
+
 }  // namespace
+
+bool equal_as_hydra(const Node& a, const Node& b) {
+  if (is_number(a) && is_number(b)) return numbers_equal(a, b);
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case Node::Kind::Sequence:
+      return a.items().size() == b.items().size() &&
+             std::equal(a.items().begin(), a.items().end(), b.items().begin(), equal_as_hydra);
+    case Node::Kind::Mapping:
+      if (a.entries().size() != b.entries().size()) return false;
+      for (const Node::Entry& e : a.entries()) {
+        const Node* other = b.find(e.first);
+        if (!other || !equal_as_hydra(e.second, *other)) return false;
+      }
+      return true;
+    case Node::Kind::String: return a.string_value() == b.string_value();
+    default: return true;  // null, ???
+  }
+}
 
 void apply_value(Node& config, const Override& o) {
   // The value's own nesting was checked when it was parsed; its key adds one level per part.
@@ -115,9 +154,15 @@ void apply_value(Node& config, const Override& o) {
     case OverrideType::Delete:
       if (!existing)
         throw ConfigError("Could not delete from config. '" + o.key + "' does not exist." + did_you_mean(config, o.key));
-      if (o.value && *o.value != *existing)
-        throw ConfigError("Could not delete from config. The value of '" + o.key + "' is " + existing->to_display() +
-                          " and not " + o.value->to_display() + ".");
+      // `~key=null` is `~key` (Hydra's parser cannot tell them apart). Hydra compares the value
+      // with the key's resolved value, so `~b=1` deletes `b: ${a}` when `a` is 1.
+      if (o.value && !o.value->is_null()) {
+        const Node current =
+            existing->is_interpolation() ? resolve_path(config, o.key, ResolveContext::current()) : *existing;
+        if (!equal_as_hydra(*o.value, current))
+          throw ConfigError("Could not delete from config. The value of '" + o.key + "' is " + current.to_display() +
+                            " and not " + o.value->to_display() + ".");
+      }
       config.erase_path(o.key);
       return;
   }

@@ -14,4 +14,9 @@ namespace wavetrain::config {
 // key that is not there, `+key=v` for one that is, `~key[=v]` for a missing key or another value.
 void apply_value(Node& config, const Override& o);
 
+// Whether `a` and `b` are equal the way Hydra compares them for `~key=value` (Python's `==` on the
+// plain values): numbers by value whatever their type (0 == 0.0, true == 1), NaN equal to nothing,
+// strings only to strings, lists item by item, dicts by key whatever the order.
+bool equal_as_hydra(const Node& a, const Node& b);
+
 }  // namespace wavetrain::config
