@@ -26,6 +26,10 @@ std::string write_tree(const std::string& name, const std::vector<std::pair<std:
   return dir.string();
 }
 
+std::string yaml_of(const std::string& dir, std::vector<std::string> overrides = {}, const std::string& name = "config") {
+  return to_yaml(compose({{dir}, name, std::move(overrides)}).config);
+}
+
 std::string error_of(const std::string& dir, std::vector<std::string> overrides, const std::string& name = "config") {
   try {
     compose({{dir}, name, std::move(overrides)});
@@ -33,6 +37,25 @@ std::string error_of(const std::string& dir, std::vector<std::string> overrides,
     return e.what();
   }
   return "(no error)";
+}
+
+// absolute_group_in_option: the leading '/' says where the group's files are, not where its keys
+// go; they go under the including option's package like any other group's.
+TEST(ConfigHydraCompose, AbsoluteGroupInAnOptionNestsUnderItsPackage) {
+  const std::string dir = write_tree("absolute", {{"config.yaml", "defaults:\n  - model: a\n  - _self_\n"},
+                                                  {"model/a.yaml", "defaults:\n  - /act: relu\n  - _self_\nname: a\n"},
+                                                  {"act/relu.yaml", "fn: relu\n"},
+                                                  {"act/gelu.yaml", "fn: gelu\n"}});
+  EXPECT_EQ(yaml_of(dir), "model:\n  act:\n    fn: relu\n  name: a\n");
+}
+
+// defaults_config_entry_subdir: a config (not group) entry's folder is part of its package.
+TEST(ConfigHydraCompose, ConfigEntryInASubfolderIsPlacedUnderTheFolder) {
+  const std::string dir = write_tree("subdir", {{"config.yaml", "defaults:\n  - sub/thing\n  - model: a\n  - _self_\ntop: 1\n"},
+                                                {"sub/thing.yaml", "th: 2\n"},
+                                                {"model/a.yaml", "defaults:\n  - /sub/thing\n  - other\nname: a\n"},
+                                                {"model/other.yaml", "o: 3\n"}});
+  EXPECT_EQ(yaml_of(dir), "sub:\n  th: 2\nmodel:\n  sub:\n    th: 2\n  o: 3\n  name: a\ntop: 1\n");
 }
 
 // delete_value_int_vs_float: `~key=value` compares as Python's `==` does.

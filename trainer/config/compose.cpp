@@ -37,12 +37,21 @@ std::string join_package(const std::string& a, const std::string& b) {
   return a + "." + b;
 }
 
+// `package` placed under `parent`, as Hydra does it: joined, then a `_global_` anywhere in the
+// result (the last one) starts again from the root (`model` + `_global_.x` is `x`).
+std::string under_package(const std::string& parent, const std::string& package) {
+  const std::string joined = join_package(parent, package);
+  const size_t global = joined.rfind("_global_");
+  if (global == std::string::npos) return joined;
+  const size_t rest = global + 9;  // past "_global_."
+  return rest >= joined.size() ? "" : joined.substr(rest);
+}
+
 // One item of a defaults list, as written.
 struct Entry {
   enum class Kind { Self, Config, Group } kind = Kind::Self;
   std::string path;     // group path (Group) or config path (Config), absolute in the search path
-  std::string written;  // the group path as written (relative to the file's folder unless absolute)
-  bool relative = true;  // written without a leading '/'
+  std::string written;  // as written, without a leading '/': relative to the file's folder unless it had one
   std::string option;   // Group: option name; "" = null (none); "???" = must be given
   std::string package;  // from group@pkg; empty if none
   bool optional = false;
@@ -79,8 +88,9 @@ std::vector<Entry> parse_defaults(const Node& list, const std::string& dir) {
         e.kind = Entry::Kind::Self;
       } else {
         e.kind = Entry::Kind::Config;
-        e.relative = name[0] != '/';
-        e.path = e.relative ? join_path(dir, name) : name.substr(1);
+        const bool relative = name[0] != '/';
+        e.written = relative ? name : name.substr(1);
+        e.path = relative ? join_path(dir, name) : e.written;
       }
       out.push_back(e);
       continue;
@@ -104,9 +114,9 @@ std::vector<Entry> parse_defaults(const Node& list, const std::string& dir) {
       group = group.substr(0, at);
     }
     e.kind = Entry::Kind::Group;
-    e.relative = group[0] != '/';
-    e.written = e.relative ? group : group.substr(1);
-    e.path = e.relative ? join_path(dir, group) : e.written;
+    const bool relative = group[0] != '/';
+    e.written = relative ? group : group.substr(1);
+    e.path = relative ? join_path(dir, group) : e.written;
     e.option = option_text(item.entries()[0].second, where);
     out.push_back(e);
   }
@@ -253,8 +263,9 @@ class Composer {
           merge_at(pkg, content, *file);
           node.children.push_back(DefaultsNode{"_self_", pkg, "", {}});
           break;
-        case Entry::Kind::Config:
-          node.children.push_back(build(e.path, pkg, std::nullopt, false, e.origin));
+        case Entry::Kind::Config:  // its folder, as written, is part of its package
+          node.children.push_back(build(e.path, under_package(pkg, dotted(dir_of(e.written))), std::nullopt, false,
+                                        e.origin));
           break;
         case Entry::Kind::Group:
           if (e.is_override) {
@@ -340,8 +351,9 @@ class Composer {
     }
     result_.choices[e.package.empty() ? e.path : e.path + "@" + e.package] = option;
     included_.insert(e.package.empty() ? e.path : e.path + "@" + e.package);
-    // A relative group nests under the parent's package; an absolute one starts from the root.
-    const std::string group_pkg = e.relative ? join_package(parent_pkg, dotted(e.written)) : dotted(e.path);
+    // Relative or absolute (`/group`), a group nests under the parent's package: the leading '/'
+    // only says where to find its files.
+    const std::string group_pkg = under_package(parent_pkg, dotted(e.written));
     std::optional<std::string> forced;
     if (!e.package.empty()) {
       if (e.package == "_global_") forced = "";
