@@ -26,6 +26,18 @@ std::string write_tree(const std::string& name, const std::vector<std::pair<std:
   return dir.string();
 }
 
+// The tree of test_basic-like configs most cases use: groups at the root, one with a package.
+std::string groups_tree(const std::string& name) {
+  return write_tree(name, {{"config.yaml",
+                            "defaults:\n  - model: a\n  - optimizer@opt: adam\n  - optional extras: none\n  - _self_\n"
+                            "trainer: {seed: 0, lr: 0.5, ref: '${trainer.seed}'}\n"},
+                           {"model/a.yaml", "name: a\n"},
+                           {"model/b.yaml", "name: b\n"},
+                           {"optimizer/adam.yaml", "name: adam\n"},
+                           {"optimizer/sgd.yaml", "name: sgd\n"},
+                           {"extras/x.yaml", "extra: true\n"}});
+}
+
 std::string yaml_of(const std::string& dir, std::vector<std::string> overrides = {}, const std::string& name = "config") {
   return to_yaml(compose({{dir}, name, std::move(overrides)}).config);
 }
@@ -47,6 +59,10 @@ TEST(ConfigHydraCompose, AbsoluteGroupInAnOptionNestsUnderItsPackage) {
                                                   {"act/relu.yaml", "fn: relu\n"},
                                                   {"act/gelu.yaml", "fn: gelu\n"}});
   EXPECT_EQ(yaml_of(dir), "model:\n  act:\n    fn: relu\n  name: a\n");
+  // Its override key carries that package, as Hydra's does.
+  EXPECT_EQ(yaml_of(dir, {"act@model.act=gelu"}), "model:\n  act:\n    fn: gelu\n  name: a\n");
+  EXPECT_EQ(error_of(dir, {"act=gelu"}).rfind("Could not override 'act'.\nDid you mean to override act@model.act?", 0),
+            0u);
 }
 
 // defaults_config_entry_subdir: a config (not group) entry's folder is part of its package.
@@ -56,6 +72,35 @@ TEST(ConfigHydraCompose, ConfigEntryInASubfolderIsPlacedUnderTheFolder) {
                                                 {"model/a.yaml", "defaults:\n  - /sub/thing\n  - other\nname: a\n"},
                                                 {"model/other.yaml", "o: 3\n"}});
   EXPECT_EQ(yaml_of(dir), "sub:\n  th: 2\nmodel:\n  sub:\n    th: 2\n  o: 3\n  name: a\ntop: 1\n");
+}
+
+// package_in_defaults_plain_key: `group=x` names the entry `group`, not `group@pkg`.
+TEST(ConfigHydraCompose, GroupChoiceMustNameThePackageToo) {
+  const std::string dir = groups_tree("plain_key");
+  EXPECT_EQ(error_of(dir, {"optimizer=sgd"}),
+            "Could not override 'optimizer'.\nDid you mean to override optimizer@opt?\n"
+            "To append to your defaults list use +optimizer=sgd");
+  EXPECT_EQ(error_of(dir, {"~optimizer"}), "Could not delete 'optimizer'. No match in the defaults list");
+  EXPECT_EQ(compose({{dir}, "config", {"optimizer@opt=sgd"}}).config.find_path("opt.name")->string_value(), "sgd");
+  // Two entries of one group: the plain key changes neither.
+  std::ofstream(dir + "/two.yaml") << "defaults:\n  - optimizer@opt: adam\n  - optimizer@opt2: adam\n";
+  EXPECT_EQ(error_of(dir, {"optimizer=sgd"}, "two").rfind(
+                "Could not override 'optimizer'.\nDid you mean to override one of optimizer@opt, optimizer@opt2?", 0),
+            0u);
+  // `+optimizer=sgd` is another entry, at `optimizer`.
+  EXPECT_EQ(compose({{dir}, "config", {"+optimizer=sgd"}}).config.find_path("optimizer.name")->string_value(), "sgd");
+}
+
+// An `override` entry in a file without `@package _global_` lives under that file's package, so
+// it names `model@experiment.model`, which nothing in the tree is.
+TEST(ConfigHydraCompose, OverrideEntriesMustMatchAnEntry) {
+  const std::string dir = groups_tree("override_key");
+  std::filesystem::create_directories(dir + "/experiment");
+  std::ofstream(dir + "/experiment/local.yaml") << "defaults:\n  - override /model: b\n";
+  std::ofstream(dir + "/experiment/global.yaml") << "# @package _global_\ndefaults:\n  - override /model: b\n";
+  EXPECT_EQ(error_of(dir, {"+experiment=local"}),
+            "In 'experiment/local': Could not override 'model@experiment.model'.\nDid you mean to override model?");
+  EXPECT_EQ(compose({{dir}, "config", {"+experiment=global"}}).config.find_path("model.name")->string_value(), "b");
 }
 
 // delete_value_int_vs_float: `~key=value` compares as Python's `==` does.

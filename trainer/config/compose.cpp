@@ -36,7 +36,6 @@ std::string join_package(const std::string& a, const std::string& b) {
   if (b.empty()) return a;
   return a + "." + b;
 }
-
 // `package` placed under `parent`, as Hydra does it: joined, then a `_global_` anywhere in the
 // result (the last one) starts again from the root (`model` + `_global_.x` is `x`).
 std::string under_package(const std::string& parent, const std::string& package) {
@@ -123,6 +122,9 @@ std::vector<Entry> parse_defaults(const Node& list, const std::string& dir) {
   return out;
 }
 
+// `group@package` (or `group`): the entry a command-line choice names.
+std::string cli_key(const Override& o) { return o.package.empty() ? o.key : o.key + "@" + o.package; }
+
 // Command-line choices for groups, kept apart from value overrides.
 struct GroupOverride {
   Override parsed;
@@ -140,7 +142,9 @@ class Composer {
     for (int round = 0;; ++round) {
       declared_overrides_.clear();
       result_ = Composition{};
-      included_.clear();
+      known_.clear();
+      known_per_group_.clear();
+      used_declared_.clear();
       result_.config = Node::mapping();
       for (auto& [group, g] : cli_choices_) g.used = false;
       result_.defaults = build(opt_.config_name, "", std::nullopt, /*primary=*/true, Origin{});
@@ -148,10 +152,17 @@ class Composer {
       if (round == 8) throw ConfigError("'override' entries in the defaults lists do not settle after 8 rounds");
       applied_overrides_ = declared_overrides_;
     }
-    for (auto& [group, g] : cli_choices_)
-      if (!g.used)
-        throw ConfigError("Could not override '" + group + "'. No match in the defaults list.\nTo append to your "
-                          "defaults list use +" + g.parsed.text);
+    for (auto& [key, g] : cli_choices_) {
+      if (g.used) continue;
+      if (g.parsed.type == OverrideType::Delete)
+        throw ConfigError("Could not delete '" + key + (g.parsed.value ? "=" + g.option : "") +
+                          "'. No match in the defaults list");
+      throw ConfigError(no_match(key) + "\nTo append to your defaults list use +" + key + "=" + g.option);
+    }
+    // An `override` entry must change something, unless the command line chose that group itself.
+    for (const auto& [key, option] : applied_overrides_)
+      if (!used_declared_.count(key) && !cli_choices_.count(key))
+        throw ConfigError("In '" + declared_in_.at(key) + "': " + no_match(key));
     for (const Override& o : value_overrides_) apply_value(result_.config, o);
     return std::move(result_);
   }
@@ -187,8 +198,7 @@ class Composer {
         std::string option;
         if (o.value) option = option_text(*o.value, "'" + text + "' on the command line");
         // ++group=opt changes the choice where the group is in the tree, and appends it otherwise.
-        if (o.type != OverrideType::Add)
-          cli_choices_[o.package.empty() ? o.key : o.key + "@" + o.package] = GroupOverride{o, option, false};
+        if (o.type != OverrideType::Add) cli_choices_[cli_key(o)] = GroupOverride{o, option, false};
         if (o.type == OverrideType::Add || o.type == OverrideType::ForceAdd) appended_.push_back({o, option, false});
       } else {
         value_overrides_.push_back(o);
@@ -196,24 +206,55 @@ class Composer {
     }
   }
 
-  // The option chosen for `group` (placed at @package): command line (`group@package=x`, then
-  // `group=x`), then `override` entries, then the entry itself.
-  std::string choose(const std::string& group, const std::string& package, const std::string& written) {
-    auto cli = package.empty() ? cli_choices_.end() : cli_choices_.find(group + "@" + package);
-    if (cli == cli_choices_.end()) cli = cli_choices_.find(group);
+  // Where a group entry goes, and the key that overrides name it by (Hydra's override key): the
+  // group path, plus `@package` when the package is not the group path itself. So `optimizer=sgd`
+  // does not reach `optimizer@opt: adam`, and `/act: relu` inside model/a.yaml (placed at
+  // `model.act`) is `act@model.act`.
+  struct Placement {
+    std::string package;                // the parent's package + the group as written
+    std::optional<std::string> forced;  // from @package (a package header cannot change it)
+    std::string key;
+  };
+  static Placement place(const Entry& e, const std::string& parent_pkg) {
+    Placement p;
+    p.package = under_package(parent_pkg, dotted(e.written));
+    if (!e.package.empty()) p.forced = under_package(parent_pkg, e.package);
+    const std::string final_package = p.forced.value_or(p.package);
+    p.key = e.path;
+    if (final_package != dotted(e.path)) p.key += "@" + (final_package.empty() ? "_global_" : final_package);
+    return p;
+  }
+
+  // The option chosen for the entry named `key`: the command line, then `override` entries, then
+  // the entry itself. nullopt when the command line deletes it.
+  std::optional<std::string> choose(const std::string& key, const std::string& written) {
+    auto cli = cli_choices_.find(key);
     if (cli != cli_choices_.end()) {
       cli->second.used = true;
       if (cli->second.parsed.type == OverrideType::Delete) {
         if (cli->second.parsed.value && cli->second.option != written)
-          throw ConfigError("Could not delete '" + group + "': its option is '" + written + "', not '" +
+          throw ConfigError("Could not delete '" + key + "': its option is '" + written + "', not '" +
                             cli->second.option + "'");
-        return "";
+        return std::nullopt;
       }
       return cli->second.option;
     }
-    auto declared = applied_overrides_.find(group);
-    if (declared != applied_overrides_.end()) return declared->second;
+    auto declared = applied_overrides_.find(key);
+    if (declared != applied_overrides_.end()) {
+      used_declared_.insert(key);
+      return declared->second;
+    }
     return written;
+  }
+
+  // Hydra's words for an override naming no entry, with the entries of that group it could mean.
+  std::string no_match(const std::string& key) const {
+    const auto known = known_per_group_.find(key.substr(0, key.find('@')));
+    if (known == known_per_group_.end()) return "Could not override '" + key + "'. No match in the defaults list.";
+    std::string keys;
+    for (const std::string& k : known->second) keys += (keys.empty() ? "" : ", ") + k;
+    const std::string one_of = known->second.size() > 1 ? "one of " : "";
+    return "Could not override '" + key + "'.\nDid you mean to override " + one_of + keys + "?";
   }
 
   DefaultsNode build(const std::string& config_path, const std::string& package,
@@ -269,7 +310,9 @@ class Composer {
           break;
         case Entry::Kind::Group:
           if (e.is_override) {
-            declared_overrides_[e.path] = e.option;  // a later (more specific) file wins
+            const std::string key = place(e, pkg).key;
+            declared_overrides_[key] = e.option;  // a later (more specific) file wins
+            declared_in_[key] = config_path;
             break;
           }
           if (!seen_groups.insert(e.path + "@" + e.package).second)
@@ -280,21 +323,21 @@ class Composer {
     }
     if (primary) {
       for (GroupOverride& a : appended_) {
-        const std::string cli_key = a.parsed.package.empty() ? a.parsed.key : a.parsed.key + "@" + a.parsed.package;
-        if (a.parsed.type == OverrideType::ForceAdd) {
-          GroupOverride& choice = cli_choices_.at(cli_key);
-          if (choice.used) continue;  // the group was in the tree: its choice has been changed
-          choice.used = true;
-        } else if (included_.count(cli_key) > 0) {
-          throw ConfigError("Could not append to the defaults list: '" + a.parsed.key +
-                            "' is already in it. Use " + a.parsed.key + "=" + a.option + " to change its option");
-        }
         Entry e;
         e.kind = Entry::Kind::Group;
         e.path = e.written = a.parsed.key;
         e.option = a.option;
         e.package = a.parsed.package;
         e.origin = Origin::from_command_line();
+        const std::string key = place(e, pkg).key;
+        if (a.parsed.type == OverrideType::ForceAdd) {
+          GroupOverride& choice = cli_choices_.at(cli_key(a.parsed));
+          if (choice.used) continue;  // the group was in the tree: its choice has been changed
+          choice.used = true;
+        } else if (known_.count(key) > 0) {
+          throw ConfigError("Could not append to the defaults list: '" + key + "' is already in it. Use " + key + "=" +
+                            a.option + " to change its option");
+        }
         include_group(node, e, pkg);
       }
     }
@@ -337,7 +380,10 @@ class Composer {
   }
 
   void include_group(DefaultsNode& parent, const Entry& e, const std::string& parent_pkg) {
-    const std::string option = choose(e.path, e.package, e.option);
+    const Placement place_at = place(e, parent_pkg);
+    const std::optional<std::string> chosen = choose(place_at.key, e.option);
+    if (!chosen) return;  // deleted from the command line
+    const std::string& option = *chosen;
     if (option.empty()) return;  // null: this group contributes nothing
     if (option == "???") {
       throw ConfigError("You must specify '" + e.path + "', e.g. " + e.path + "=<OPTION>\nAvailable options:\n" +
@@ -349,18 +395,12 @@ class Composer {
       throw ConfigError("Could not find '" + config_path + "'. Available options in '" + e.path +
                         "': " + list_options(e.path, "", ", ", true));
     }
-    result_.choices[e.package.empty() ? e.path : e.path + "@" + e.package] = option;
-    included_.insert(e.package.empty() ? e.path : e.path + "@" + e.package);
+    known_.insert(place_at.key);
+    known_per_group_[e.path].insert(place_at.key);
+    result_.choices[place_at.key] = option;
     // Relative or absolute (`/group`), a group nests under the parent's package: the leading '/'
     // only says where to find its files.
-    const std::string group_pkg = under_package(parent_pkg, dotted(e.written));
-    std::optional<std::string> forced;
-    if (!e.package.empty()) {
-      if (e.package == "_global_") forced = "";
-      else if (e.package.rfind("_global_.", 0) == 0) forced = e.package.substr(9);
-      else forced = join_package(parent_pkg, e.package);
-    }
-    parent.children.push_back(build(config_path, group_pkg, forced, false, e.origin));
+    parent.children.push_back(build(config_path, place_at.package, place_at.forced, false, e.origin));
   }
 
   std::string list_options(const std::string& group, const std::string& before, const std::string& after,
@@ -388,12 +428,17 @@ class Composer {
 
   const ComposeOptions& opt_;
   Composition result_;
-  std::set<std::string> included_;  // group or group@package, for every group in the tree
+  // The override keys of the groups in the tree (`+group=x` may not repeat them), and per group
+  // path for the messages.
+  std::set<std::string> known_;
+  std::map<std::string, std::set<std::string>> known_per_group_;
   std::vector<Included> including_;  // see Including
   std::map<std::string, GroupOverride> cli_choices_;
   std::vector<GroupOverride> appended_;
   std::vector<Override> value_overrides_;
   std::map<std::string, std::string> declared_overrides_, applied_overrides_;
+  std::map<std::string, std::string> declared_in_;  // override key -> the config that declared it
+  std::set<std::string> used_declared_;             // applied overrides that changed an entry
 };
 
 void print_tree(const DefaultsNode& n, int depth, std::ostringstream& out) {
