@@ -103,6 +103,17 @@ TEST(ConfigHydraCompose, OverrideEntriesMustMatchAnEntry) {
   EXPECT_EQ(compose({{dir}, "config", {"+experiment=global"}}).config.find_path("model.name")->string_value(), "b");
 }
 
+// add_group_optional_absent: an entry whose file is absent (or that is null) is still in the
+// defaults list, so `+group=x` cannot add a second one.
+TEST(ConfigHydraCompose, AppendingAGroupThatIsOptionalAndAbsentIsAnError) {
+  const std::string dir = groups_tree("optional_absent");
+  EXPECT_EQ(error_of(dir, {"+extras=x"}),
+            "Could not append to the defaults list: 'extras' is already in it. Use extras=x to change its option");
+  EXPECT_EQ(compose({{dir}, "config", {"extras=x"}}).config.find_path("extras.extra")->bool_value(), true);
+  // As in Hydra, `~extras` deletes every `extras` entry, the appended one too.
+  EXPECT_EQ(compose({{dir}, "config", {"~extras", "+extras=x"}}).config.find("extras"), nullptr);
+}
+
 // delete_value_int_vs_float: `~key=value` compares as Python's `==` does.
 TEST(ConfigHydraCompose, DeleteComparesValuesAsHydra) {
   const std::string dir = write_tree("delete", {{"config.yaml", "i: 0\nf: 1.0\nb: true\nx: .nan\ns: '1'\nl: [1, 2.0]\n"

@@ -334,7 +334,7 @@ class Composer {
           GroupOverride& choice = cli_choices_.at(cli_key(a.parsed));
           if (choice.used) continue;  // the group was in the tree: its choice has been changed
           choice.used = true;
-        } else if (known_.count(key) > 0) {
+        } else if (known_.count(key) > 0) {  // even null, or optional and absent
           throw ConfigError("Could not append to the defaults list: '" + key + "' is already in it. Use " + key + "=" +
                             a.option + " to change its option");
         }
@@ -384,6 +384,8 @@ class Composer {
     const std::optional<std::string> chosen = choose(place_at.key, e.option);
     if (!chosen) return;  // deleted from the command line
     const std::string& option = *chosen;
+    known_.insert(place_at.key);
+    known_per_group_[e.path].insert(place_at.key);
     if (option.empty()) return;  // null: this group contributes nothing
     if (option == "???") {
       throw ConfigError("You must specify '" + e.path + "', e.g. " + e.path + "=<OPTION>\nAvailable options:\n" +
@@ -395,8 +397,6 @@ class Composer {
       throw ConfigError("Could not find '" + config_path + "'. Available options in '" + e.path +
                         "': " + list_options(e.path, "", ", ", true));
     }
-    known_.insert(place_at.key);
-    known_per_group_[e.path].insert(place_at.key);
     result_.choices[place_at.key] = option;
     // Relative or absolute (`/group`), a group nests under the parent's package: the leading '/'
     // only says where to find its files.
@@ -428,8 +428,8 @@ class Composer {
 
   const ComposeOptions& opt_;
   Composition result_;
-  // The override keys of the groups in the tree (`+group=x` may not repeat them), and per group
-  // path for the messages.
+  // The override keys of the group entries met, even null or absent ones (`+group=x` may not
+  // repeat them), and per group path for the messages.
   std::set<std::string> known_;
   std::map<std::string, std::set<std::string>> known_per_group_;
   std::vector<Included> including_;  // see Including

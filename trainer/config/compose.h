@@ -18,7 +18,7 @@
 //     defaults lists nest at most kMaxDepth (256) files deep. A package or a key never makes the
 //     composed tree nest deeper than kMaxDepth either.
 //   - Command line: `model=lstm` changes a choice, `+group=opt` appends to the primary defaults
-//     list (not when an entry of that key is in the tree),
+//     list (not when an entry of that key is met, even a null or absent optional one),
 //     `++group=opt` changes or appends, `~group` removes. Every other override sets a value
 //     after composition: `key=v` (must exist), `+key=v` (must not exist), `++key=v`, `~key[=v]`.
 #pragma once
