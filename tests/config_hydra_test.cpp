@@ -128,5 +128,17 @@ TEST(ConfigHydraCompose, DeleteComparesValuesAsHydra) {
   EXPECT_EQ(error_of(dir, {"~l=[1]"}).rfind("Could not delete from config. The value of 'l'", 0), 0u);
 }
 
+// interp_string_bool_null: inside a string, values print as Python's str() does.
+TEST(ConfigHydraResolve, BoolsAndNullInsideStringsPrintAsPython) {
+  const Node root = load_yaml_string("t: true\nf: false\nn: null\nx: 1.5\ns: flag_${t}_${f}\nu: none_${n}_${x}\n"
+                                     "w: ${t}\n",
+                                     "test.yaml");
+  const ResolveContext ctx;
+  EXPECT_EQ(resolve_path(root, "s", ctx).string_value(), "flag_True_False");
+  EXPECT_EQ(resolve_path(root, "u", ctx).string_value(), "none_None_1.5");
+  EXPECT_TRUE(resolve_path(root, "w", ctx).bool_value());  // a whole-value interpolation keeps its type
+  EXPECT_EQ(resolve_all(root, ctx).find("s")->string_value(), "flag_True_False");
+}
+
 }  // namespace
 }  // namespace wavetrain::config
