@@ -563,7 +563,11 @@ class Parser {
         *slots[s] = args[k].value;
         given[s] = true;
       }
-      if (!given[0] || !given[1]) fail("range() needs a start and a stop: range(start, stop[, step])", start);
+      if (!given[0]) fail("range() is missing its first argument: range(stop) or range(start, stop[, step])", start);
+      if (!given[1]) {  // range(stop), as in Python: from 0
+        sw.stop = sw.start;
+        sw.start = Node::integer(0, cl());
+      }
       if (!given[2]) sw.step = Node::integer(1, cl());
       try {
         range_values(sw.start, sw.stop, sw.step);  // step 0, too many values

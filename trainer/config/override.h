@@ -35,8 +35,8 @@ struct Sweep {
   enum class Kind { Choice, Range, Glob };
   Kind kind = Kind::Choice;
   std::vector<Node> choices;  // Choice: `a,b,c` or `choice(a,b,c)`
-  // Range: range(start, stop[, step]) with Python's meaning (stop excluded, step 1 by default,
-  // negative steps count down). Ints give ints; any float argument gives floats.
+  // Range: range(stop) or range(start, stop[, step]) with Python's meaning (start 0 and step 1 by
+  // default, stop excluded, negative steps count down). Ints give ints; any float argument gives floats.
   Node start, stop, step;
   // Glob: fnmatch patterns over a config group's options: glob(*), glob([a*,b*],exclude=[x,y*]).
   std::vector<std::string> include, exclude;
