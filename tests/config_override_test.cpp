@@ -169,9 +169,15 @@ TEST(Override, UnquotedStrings) {
   EXPECT_EQ(str("a=1.5abc"), "1.5abc");
   EXPECT_EQ(str("a=C:\\dir\\file"), "C:\\dir\\file");  // other backslashes are kept
   EXPECT_EQ(str("a=x*?|%+"), "x*?|%+");
-  // ':' and '=' need no escape (unlike Hydra): a device string works as typed.
+  // ':' needs no escape (as in Hydra), nor does '=' (unlike Hydra): a device string works as typed.
   EXPECT_EQ(str("trainer.device=cuda:0"), "cuda:0");
   EXPECT_EQ(str("a=b=c"), "b=c");
+  // Hydra's lexer has no token for other characters outside quotes; quoted, they are fine.
+  for (const char* c : {"#", "~", "&", ";", "!", "<", "^", "`", "\xC3\xA9"}) {
+    EXPECT_NE(error(std::string("s=a") + c + "b").find(std::string("'") + c + "' cannot appear in an unquoted value"),
+              std::string::npos) << c;
+    EXPECT_EQ(str(std::string("s='a") + c + "b'"), std::string("a") + c + "b");
+  }
 }
 
 TEST(Override, WhitespaceTrimmedAroundValuesKeptInside) {

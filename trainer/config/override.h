@@ -7,8 +7,10 @@
 //   5 -> int, 1e-3 -> float, true/NULL/inf/nan (any case) -> bool/null/float, ??? -> missing,
 //   '5' or "5" -> string, ${a.b} -> string kept verbatim (an interpolation, resolved later),
 //   a\,b -> "a,b" (escapes: \, \[ \] \{ \} \( \) \: \= \<space> \<tab> \\), anything else -> string.
-// Unlike Hydra, ':' and '=' need no escape inside an unquoted value (`device=cuda:0` works);
-// ':' still ends a dict key and `name=` still names a function argument.
+// As in Hydra, ':' needs no escape inside an unquoted value (`device=cuda:0`); unlike Hydra, '='
+// needs none either (`s=x=y`). ':' still ends a dict key and `name=` still names a function argument.
+// Other characters outside letters, digits, whitespace and / - \ + . $ % * @ ? | _ (for example
+// # ~ & ; ! or non-ASCII letters) are an error unless the value is quoted, as in Hydra.
 // Errors are ConfigError: "Error parsing override '<text>': <what> at position <n> (found 'c')",
 // where n counts characters of the text from 0; a text over 200 characters is shown by its first 60
 // and its length. Lists and dicts nest at most kMaxDepth (256) deep.
