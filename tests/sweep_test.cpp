@@ -26,6 +26,17 @@ TEST(Sweep, ProductWithTheFirstKeyVaryingSlowest) {
                   {"fixed=x", "a=2", "b=z"}}));
 }
 
+// The package of a swept group stays in each job, with its + or ++.
+TEST(Sweep, GroupSweepsKeepTheirPackage) {
+  EXPECT_EQ(plan({"optimizer@first=adam,sgd"}).jobs, (Jobs{{"optimizer@first=adam"}, {"optimizer@first=sgd"}}));
+  EXPECT_EQ(plan({"+optimizer@backup=adam,sgd"}).jobs, (Jobs{{"+optimizer@backup=adam"}, {"+optimizer@backup=sgd"}}));
+  EXPECT_EQ(plan({"optimizer@first=glob(s*)"}).jobs, (Jobs{{"optimizer@first=sgd"}}));
+  const Jobs jobs = plan({"+optimizer@backup=adam,sgd"}).jobs;
+  const Composition c = compose({{kBasic}, "packages", jobs[1]});
+  EXPECT_EQ(c.config.find_path("backup.momentum")->float_value(), 0.9);
+  EXPECT_EQ(c.config.find("optimizer"), nullptr);
+}
+
 TEST(Sweep, ZipVariesTogether) {
   EXPECT_EQ(plan({"zip(lr=[1e-3,3e-4],batch=[16,32])", "seed=0,1"}).jobs,
             (Jobs{{"lr=0.001", "batch=16", "seed=0"},

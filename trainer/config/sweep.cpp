@@ -27,9 +27,12 @@ bool safe_bare(const std::string& s) {
   return probe.value && probe.value->kind() == Node::Kind::String && probe.value->string_value() == s;
 }
 
+// `key@package`, as the job's override names it (and as two overrides of one key compare).
+std::string key_element(const Override& o) { return o.package.empty() ? o.key : o.key + "@" + o.package; }
+
 SweepDimension dimension_from(const Override& o, const GroupOptionsFn& group_options) {
   SweepDimension d;
-  d.keys = {o.key};
+  d.keys = {key_element(o)};
   d.prefix = prefix_of(o.type);
   std::vector<std::string> options;
   if (o.sweep->kind == Sweep::Kind::Glob) options = group_options(o.key);
@@ -134,7 +137,7 @@ SweepPlan plan_sweep(const std::vector<std::string>& overrides, const Node* swee
       cli_dims.push_back(dimension_from(o, group_options));
     } else {
       plan.fixed.push_back(text);
-      cli_single_keys.push_back(o.key);
+      cli_single_keys.push_back(key_element(o));
     }
   }
 

@@ -19,7 +19,7 @@
 namespace wavetrain::config {
 
 struct SweepDimension {
-  std::vector<std::string> keys;             // one key, or the keys of a zip group
+  std::vector<std::string> keys;             // one key (key@package), or the keys of a zip group
   std::vector<std::vector<Node>> values;     // values[k][i]: value i of keys[k]
   std::string prefix;                        // "", "+" or "++" as typed for the key
   size_t size() const { return values.empty() ? 0 : values[0].size(); }
