@@ -72,8 +72,6 @@ INTENDED_DIFFERENCES = {
     "interp_to_missing": "trainer/config/interpolation.h (resolve_all) and docs/config.md: a ??? value fails "
     "only when read, so --cfg job --resolve keeps ${a} -> ??? as written; OmegaConf's "
     "to_container(resolve=True) raises InterpolationToMissingValueError",
-    "sweep_fixed_after": "trainer/config/sweep.h: a job's overrides are the fixed (non-sweep) overrides first, "
-    "then one key=value per sweep dimension; Hydra's BasicSweeper keeps command-line order",
 }
 
 CASE_TIMEOUT_S = 30
