@@ -140,5 +140,21 @@ TEST(ConfigHydraResolve, BoolsAndNullInsideStringsPrintAsPython) {
   EXPECT_EQ(resolve_all(root, ctx).find("s")->string_value(), "flag_True_False");
 }
 
+// What wavetrain writes, PyYAML and OmegaConf read with YAML 1.1, where these plain strings are
+// ints, floats or dates: they are quoted. Strings that YAML 1.1 keeps as strings stay plain.
+TEST(ConfigHydraYaml, StringsThatYaml11ReadsAsNumbersOrDatesAreQuoted) {
+  for (const char* s : {"1_000", "+1_0", "-0b101", "0b1_0", "017", "0x_1F", "1:30", "-1:30:59", "1_0.5", "1.5e3", "1e5",
+                        ".5_0", "1:30.5", "1.", "2001-12-14", "2001-12-14t21:59:43.10-05:00", "2001-1-2 1:00:00 Z", "="}) {
+    const Node tree = load_yaml_string("k: x\n", "t.yaml");
+    Node written = tree;
+    *written.find("k") = Node::string(s);
+    const std::string text = to_yaml(written);
+    EXPECT_NE(text.find("k: '"), std::string::npos) << s << " written as " << text;
+    EXPECT_EQ(load_yaml_string(text, "t.yaml").find("k")->string_value(), s);
+  }
+  for (const char* s : {"1-2", "1:60", "0b", "0x", "1_0_x", "2001-12-14x", "12-00-00", "1.2.3", "v1.0", "0o17x", "._5"})
+    EXPECT_EQ(to_yaml(Node::string(s)), std::string(s) + "\n") << s;
+}
+
 }  // namespace
 }  // namespace wavetrain::config
