@@ -57,21 +57,23 @@ WAVETRAIN_METADATA_KEYS = []
 # holds `wavetrain_expected`, wavetrain's documented result, which is checked: the case fails if
 # wavetrain does not give it.
 INTENDED_DIFFERENCES = {
-    "equals_in_value": "docs/config.md (Overrides): '=' inside a value needs no escape in wavetrain "
+    "equals_in_value": "docs/config.md (Differences from Hydra): '=' inside a value needs no escape in wavetrain "
     "(s=x=y is the string 'x=y'); Hydra's grammar rejects the second '='",
-    "yaml_11_bool_words": "docs/config.md (Types): config files are read with the YAML 1.2 core schema, "
-    "so yes/on/off/no/y are strings; Hydra (PyYAML, YAML 1.1) reads yes/on/off/no as bools",
-    "yaml_underscore_int": "docs/config.md (Types): config files are read with the YAML 1.2 core schema, "
-    "so 1_000 is a string and 0o17 is the int 15; Hydra (YAML 1.1) reads 1000 and the string '0o17'",
-    "sweep_range_float_decimal": "docs/config.md (Sweeps): float range steps are counted in decimal, "
-    "range(0.1,0.5,0.1) gives 0.1,0.2,0.3,0.4, not Hydra's 0.30000000000000004",
-    "interp_env_legacy_resolver": "docs/config.md (Interpolation): wavetrain keeps ${env:VAR,default} as "
+    "yaml_11_bool_words": "docs/config.md (Differences from Hydra): config files are read with the YAML 1.2 core "
+    "schema, so yes/on/off/no/y are strings; Hydra (PyYAML, YAML 1.1) reads yes/on/off/no as bools",
+    "yaml_underscore_int": "docs/config.md (Differences from Hydra): config files are read with the YAML 1.2 core "
+    "schema, so 1_000 is a string and 0o17 is the int 15; Hydra (YAML 1.1) reads 1000 and the string '0o17'",
+    "sweep_range_float_decimal": "docs/config.md (Differences from Hydra): float range steps are counted in "
+    "decimal, range(0.1,0.5,0.1) gives 0.1,0.2,0.3,0.4, not Hydra's 0.30000000000000004",
+    "interp_env_legacy_resolver": "docs/config.md (Differences from Hydra): wavetrain keeps ${env:VAR,default} as "
     "another name for ${oc.env:...}; OmegaConf 2.3 removed the env resolver",
-    "force_add_group": "trainer/config/compose.h: ++group=option changes the group's choice, or appends the "
-    "group when it is not in the defaults list; Hydra 1.3 rejects force-add of config groups",
-    "interp_to_missing": "trainer/config/interpolation.h (resolve_all) and docs/config.md: a ??? value fails "
-    "only when read, so --cfg job --resolve keeps ${a} -> ??? as written; OmegaConf's "
-    "to_container(resolve=True) raises InterpolationToMissingValueError",
+    "force_add_group": "docs/config.md (Differences from Hydra): ++group=option changes the group's choice, or "
+    "appends the group when it is not in the defaults list; Hydra 1.3 rejects force-add of config groups",
+    "interp_to_missing": "docs/config.md (Differences from Hydra): a ??? value fails only when read, so "
+    "--cfg job --resolve keeps ${a} -> ??? as written; OmegaConf's to_container(resolve=True) raises "
+    "InterpolationToMissingValueError",
+    "delete_null_key": "docs/config.md (Differences from Hydra): ~key deletes a key whose value is null (or ???); "
+    "Hydra reads such a key as absent (OmegaConf.select gives None) and fails with 'does not exist'",
 }
 
 CASE_TIMEOUT_S = 30
