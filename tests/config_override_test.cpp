@@ -169,9 +169,15 @@ TEST(Override, UnquotedStrings) {
   EXPECT_EQ(str("a=1.5abc"), "1.5abc");
   EXPECT_EQ(str("a=C:\\dir\\file"), "C:\\dir\\file");  // other backslashes are kept
   EXPECT_EQ(str("a=x*?|%+"), "x*?|%+");
-  // ':' and '=' need no escape (unlike Hydra): a device string works as typed.
+  // ':' needs no escape (as in Hydra), nor does '=' (unlike Hydra): a device string works as typed.
   EXPECT_EQ(str("trainer.device=cuda:0"), "cuda:0");
   EXPECT_EQ(str("a=b=c"), "b=c");
+  // Hydra's lexer has no token for other characters outside quotes; quoted, they are fine.
+  for (const char* c : {"#", "~", "&", ";", "!", "<", "^", "`", "\xC3\xA9"}) {
+    EXPECT_NE(error(std::string("s=a") + c + "b").find(std::string("'") + c + "' cannot appear in an unquoted value"),
+              std::string::npos) << c;
+    EXPECT_EQ(str(std::string("s='a") + c + "b'"), std::string("a") + c + "b");
+  }
 }
 
 TEST(Override, WhitespaceTrimmedAroundValuesKeptInside) {
@@ -297,6 +303,8 @@ TEST(Override, RangeSweeps) {
   EXPECT_EQ(sweep("a=range(4,1)"), "");  // empty, as in Python
   EXPECT_EQ(sweep("a=range(start=1,stop=3)"), "1,2");
   EXPECT_EQ(sweep("a=range(0,5,step=2)"), "0,2,4");
+  EXPECT_EQ(sweep("a=range(3)"), "0,1,2");  // one argument is the stop, as in Python and Hydra
+  EXPECT_EQ(sweep("a=range(4,step=2)"), "0,2");
   EXPECT_EQ(sweep("a=range( 1 , 3 )"), "1,2");
   EXPECT_EQ(sweep("a=range(0,1,0.25)"), "0.0,0.25,0.5,0.75");
   EXPECT_EQ(sweep("a=range(0.1,0.5,0.1)"), "0.1,0.2,0.3,0.4");  // not 0.30000000000000004
@@ -402,7 +410,8 @@ TEST(OverrideError, Keys) {
 TEST(OverrideError, Sweeps) {
   EXPECT_NE(error("~a=1,2").find("a delete (~key) cannot take a sweep at position 3"), std::string::npos);
   EXPECT_NE(error("~a=range(1,3)").find("a delete (~key) cannot take a sweep"), std::string::npos);
-  EXPECT_NE(error("a=range(1)").find("range() needs a start and a stop: range(start, stop[, step]) at position 2"),
+  EXPECT_NE(error("a=range(stop=1)")
+                .find("range() is missing its first argument: range(stop) or range(start, stop[, step]) at position 2"),
             std::string::npos);
   EXPECT_NE(error("a=range(1,2,3,4)").find("range() takes at most 3 arguments (start, stop, step) at position 14"),
             std::string::npos);

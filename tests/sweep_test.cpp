@@ -18,12 +18,37 @@ SweepPlan plan(const std::vector<std::string>& overrides, const Node* section = 
 
 TEST(Sweep, ProductWithTheFirstKeyVaryingSlowest) {
   EXPECT_EQ(plan({"a=1,2", "fixed=x", "b=x,y,z"}).jobs,
-            (Jobs{{"fixed=x", "a=1", "b=x"},
-                  {"fixed=x", "a=1", "b=y"},
-                  {"fixed=x", "a=1", "b=z"},
-                  {"fixed=x", "a=2", "b=x"},
-                  {"fixed=x", "a=2", "b=y"},
-                  {"fixed=x", "a=2", "b=z"}}));
+            (Jobs{{"a=1", "fixed=x", "b=x"},
+                  {"a=1", "fixed=x", "b=y"},
+                  {"a=1", "fixed=x", "b=z"},
+                  {"a=2", "fixed=x", "b=x"},
+                  {"a=2", "fixed=x", "b=y"},
+                  {"a=2", "fixed=x", "b=z"}}));
+}
+
+// Hydra's BasicSweeper keeps the command line's order in every job, so a fixed override after a
+// sweep of the same keys still wins, as it does without -m.
+TEST(Sweep, JobsKeepTheCommandLineOrder) {
+  EXPECT_EQ(plan({"a=1,2", "c=5"}).jobs, (Jobs{{"a=1", "c=5"}, {"a=2", "c=5"}}));
+  const Jobs jobs = plan({"trainer={max_epochs:1},{max_epochs:2}", "trainer.max_epochs=5"}).jobs;
+  ASSERT_EQ(jobs.size(), 2u);
+  for (const auto& job : jobs)
+    EXPECT_EQ(compose({{kBasic}, "config", job}).config.find_path("trainer.max_epochs")->int_value(), 5) << job[0];
+  // A second override of a key takes the first one's place (and its values).
+  EXPECT_EQ(plan({"t.seed=1,2", "t.lr=3", "t.seed=5"}).jobs, (Jobs{{"t.seed=5", "t.lr=3"}}));
+  EXPECT_EQ(plan({"x=1", "s=1,2", "x=3,4"}).jobs, (Jobs{{"x=3", "s=1"}, {"x=3", "s=2"}, {"x=4", "s=1"}, {"x=4", "s=2"}}));
+  EXPECT_EQ(plan({"+x=1", "x=1,2"}).jobs, (Jobs{{"+x=1", "x=1"}, {"+x=1", "x=2"}}));  // another prefix, another key
+}
+
+// The package of a swept group stays in each job, with its + or ++.
+TEST(Sweep, GroupSweepsKeepTheirPackage) {
+  EXPECT_EQ(plan({"optimizer@first=adam,sgd"}).jobs, (Jobs{{"optimizer@first=adam"}, {"optimizer@first=sgd"}}));
+  EXPECT_EQ(plan({"+optimizer@backup=adam,sgd"}).jobs, (Jobs{{"+optimizer@backup=adam"}, {"+optimizer@backup=sgd"}}));
+  EXPECT_EQ(plan({"optimizer@first=glob(s*)"}).jobs, (Jobs{{"optimizer@first=sgd"}}));
+  const Jobs jobs = plan({"+optimizer@backup=adam,sgd"}).jobs;
+  const Composition c = compose({{kBasic}, "packages", jobs[1]});
+  EXPECT_EQ(c.config.find_path("backup.momentum")->float_value(), 0.9);
+  EXPECT_EQ(c.config.find("optimizer"), nullptr);
 }
 
 TEST(Sweep, ZipVariesTogether) {

@@ -12,9 +12,9 @@
 #include <optional>
 #include <set>
 #include <sstream>
-#include <tuple>
 
 #include "trainer/config/override.h"
+#include "trainer/config/value_override.h"
 #include "trainer/config/yaml_io.h"
 
 namespace fs = std::filesystem;
@@ -36,13 +36,21 @@ std::string join_package(const std::string& a, const std::string& b) {
   if (b.empty()) return a;
   return a + "." + b;
 }
+// `package` placed under `parent`, as Hydra does it: joined, then a `_global_` anywhere in the
+// result (the last one) starts again from the root (`model` + `_global_.x` is `x`).
+std::string under_package(const std::string& parent, const std::string& package) {
+  const std::string joined = join_package(parent, package);
+  const size_t global = joined.rfind("_global_");
+  if (global == std::string::npos) return joined;
+  const size_t rest = global + 9;  // past "_global_."
+  return rest >= joined.size() ? "" : joined.substr(rest);
+}
 
 // One item of a defaults list, as written.
 struct Entry {
   enum class Kind { Self, Config, Group } kind = Kind::Self;
   std::string path;     // group path (Group) or config path (Config), absolute in the search path
-  std::string written;  // the group path as written (relative to the file's folder unless absolute)
-  bool relative = true;  // written without a leading '/'
+  std::string written;  // as written, without a leading '/': relative to the file's folder unless it had one
   std::string option;   // Group: option name; "" = null (none); "???" = must be given
   std::string package;  // from group@pkg; empty if none
   bool optional = false;
@@ -79,8 +87,9 @@ std::vector<Entry> parse_defaults(const Node& list, const std::string& dir) {
         e.kind = Entry::Kind::Self;
       } else {
         e.kind = Entry::Kind::Config;
-        e.relative = name[0] != '/';
-        e.path = e.relative ? join_path(dir, name) : name.substr(1);
+        const bool relative = name[0] != '/';
+        e.written = relative ? name : name.substr(1);
+        e.path = relative ? join_path(dir, name) : e.written;
       }
       out.push_back(e);
       continue;
@@ -104,14 +113,17 @@ std::vector<Entry> parse_defaults(const Node& list, const std::string& dir) {
       group = group.substr(0, at);
     }
     e.kind = Entry::Kind::Group;
-    e.relative = group[0] != '/';
-    e.written = e.relative ? group : group.substr(1);
-    e.path = e.relative ? join_path(dir, group) : e.written;
+    const bool relative = group[0] != '/';
+    e.written = relative ? group : group.substr(1);
+    e.path = relative ? join_path(dir, group) : e.written;
     e.option = option_text(item.entries()[0].second, where);
     out.push_back(e);
   }
   return out;
 }
+
+// `group@package` (or `group`): the entry a command-line choice names.
+std::string cli_key(const Override& o) { return o.package.empty() ? o.key : o.key + "@" + o.package; }
 
 // Command-line choices for groups, kept apart from value overrides.
 struct GroupOverride {
@@ -130,7 +142,9 @@ class Composer {
     for (int round = 0;; ++round) {
       declared_overrides_.clear();
       result_ = Composition{};
-      included_.clear();
+      known_.clear();
+      known_per_group_.clear();
+      used_declared_.clear();
       result_.config = Node::mapping();
       for (auto& [group, g] : cli_choices_) g.used = false;
       result_.defaults = build(opt_.config_name, "", std::nullopt, /*primary=*/true, Origin{});
@@ -138,10 +152,17 @@ class Composer {
       if (round == 8) throw ConfigError("'override' entries in the defaults lists do not settle after 8 rounds");
       applied_overrides_ = declared_overrides_;
     }
-    for (auto& [group, g] : cli_choices_)
-      if (!g.used)
-        throw ConfigError("Could not override '" + group + "'. No match in the defaults list.\nTo append to your "
-                          "defaults list use +" + g.parsed.text);
+    for (auto& [key, g] : cli_choices_) {
+      if (g.used) continue;
+      if (g.parsed.type == OverrideType::Delete)
+        throw ConfigError("Could not delete '" + key + (g.parsed.value ? "=" + g.option : "") +
+                          "'. No match in the defaults list");
+      throw ConfigError(no_match(key) + "\nTo append to your defaults list use +" + key + "=" + g.option);
+    }
+    // An `override` entry must change something, unless the command line chose that group itself.
+    for (const auto& [key, option] : applied_overrides_)
+      if (!used_declared_.count(key) && !cli_choices_.count(key))
+        throw ConfigError("In '" + declared_in_.at(key) + "': " + no_match(key));
     for (const Override& o : value_overrides_) apply_value(result_.config, o);
     return std::move(result_);
   }
@@ -177,8 +198,7 @@ class Composer {
         std::string option;
         if (o.value) option = option_text(*o.value, "'" + text + "' on the command line");
         // ++group=opt changes the choice where the group is in the tree, and appends it otherwise.
-        if (o.type != OverrideType::Add)
-          cli_choices_[o.package.empty() ? o.key : o.key + "@" + o.package] = GroupOverride{o, option, false};
+        if (o.type != OverrideType::Add) cli_choices_[cli_key(o)] = GroupOverride{o, option, false};
         if (o.type == OverrideType::Add || o.type == OverrideType::ForceAdd) appended_.push_back({o, option, false});
       } else {
         value_overrides_.push_back(o);
@@ -186,24 +206,55 @@ class Composer {
     }
   }
 
-  // The option chosen for `group` (placed at @package): command line (`group@package=x`, then
-  // `group=x`), then `override` entries, then the entry itself.
-  std::string choose(const std::string& group, const std::string& package, const std::string& written) {
-    auto cli = package.empty() ? cli_choices_.end() : cli_choices_.find(group + "@" + package);
-    if (cli == cli_choices_.end()) cli = cli_choices_.find(group);
+  // Where a group entry goes, and the key that overrides name it by (Hydra's override key): the
+  // group path, plus `@package` when the package is not the group path itself. So `optimizer=sgd`
+  // does not reach `optimizer@opt: adam`, and `/act: relu` inside model/a.yaml (placed at
+  // `model.act`) is `act@model.act`.
+  struct Placement {
+    std::string package;                // the parent's package + the group as written
+    std::optional<std::string> forced;  // from @package (a package header cannot change it)
+    std::string key;
+  };
+  static Placement place(const Entry& e, const std::string& parent_pkg) {
+    Placement p;
+    p.package = under_package(parent_pkg, dotted(e.written));
+    if (!e.package.empty()) p.forced = under_package(parent_pkg, e.package);
+    const std::string final_package = p.forced.value_or(p.package);
+    p.key = e.path;
+    if (final_package != dotted(e.path)) p.key += "@" + (final_package.empty() ? "_global_" : final_package);
+    return p;
+  }
+
+  // The option chosen for the entry named `key`: the command line, then `override` entries, then
+  // the entry itself. nullopt when the command line deletes it.
+  std::optional<std::string> choose(const std::string& key, const std::string& written) {
+    auto cli = cli_choices_.find(key);
     if (cli != cli_choices_.end()) {
       cli->second.used = true;
       if (cli->second.parsed.type == OverrideType::Delete) {
         if (cli->second.parsed.value && cli->second.option != written)
-          throw ConfigError("Could not delete '" + group + "': its option is '" + written + "', not '" +
+          throw ConfigError("Could not delete '" + key + "': its option is '" + written + "', not '" +
                             cli->second.option + "'");
-        return "";
+        return std::nullopt;
       }
       return cli->second.option;
     }
-    auto declared = applied_overrides_.find(group);
-    if (declared != applied_overrides_.end()) return declared->second;
+    auto declared = applied_overrides_.find(key);
+    if (declared != applied_overrides_.end()) {
+      used_declared_.insert(key);
+      return declared->second;
+    }
     return written;
+  }
+
+  // Hydra's words for an override naming no entry, with the entries of that group it could mean.
+  std::string no_match(const std::string& key) const {
+    const auto known = known_per_group_.find(key.substr(0, key.find('@')));
+    if (known == known_per_group_.end()) return "Could not override '" + key + "'. No match in the defaults list.";
+    std::string keys;
+    for (const std::string& k : known->second) keys += (keys.empty() ? "" : ", ") + k;
+    const std::string one_of = known->second.size() > 1 ? "one of " : "";
+    return "Could not override '" + key + "'.\nDid you mean to override " + one_of + keys + "?";
   }
 
   DefaultsNode build(const std::string& config_path, const std::string& package,
@@ -253,12 +304,15 @@ class Composer {
           merge_at(pkg, content, *file);
           node.children.push_back(DefaultsNode{"_self_", pkg, "", {}});
           break;
-        case Entry::Kind::Config:
-          node.children.push_back(build(e.path, pkg, std::nullopt, false, e.origin));
+        case Entry::Kind::Config:  // its folder, as written, is part of its package
+          node.children.push_back(build(e.path, under_package(pkg, dotted(dir_of(e.written))), std::nullopt, false,
+                                        e.origin));
           break;
         case Entry::Kind::Group:
           if (e.is_override) {
-            declared_overrides_[e.path] = e.option;  // a later (more specific) file wins
+            const std::string key = place(e, pkg).key;
+            declared_overrides_[key] = e.option;  // a later (more specific) file wins
+            declared_in_[key] = config_path;
             break;
           }
           if (!seen_groups.insert(e.path + "@" + e.package).second)
@@ -269,21 +323,21 @@ class Composer {
     }
     if (primary) {
       for (GroupOverride& a : appended_) {
-        const std::string cli_key = a.parsed.package.empty() ? a.parsed.key : a.parsed.key + "@" + a.parsed.package;
-        if (a.parsed.type == OverrideType::ForceAdd) {
-          GroupOverride& choice = cli_choices_.at(cli_key);
-          if (choice.used) continue;  // the group was in the tree: its choice has been changed
-          choice.used = true;
-        } else if (included_.count(cli_key) > 0) {
-          throw ConfigError("Could not append to the defaults list: '" + a.parsed.key +
-                            "' is already in it. Use " + a.parsed.key + "=" + a.option + " to change its option");
-        }
         Entry e;
         e.kind = Entry::Kind::Group;
         e.path = e.written = a.parsed.key;
         e.option = a.option;
         e.package = a.parsed.package;
         e.origin = Origin::from_command_line();
+        const std::string key = place(e, pkg).key;
+        if (a.parsed.type == OverrideType::ForceAdd) {
+          GroupOverride& choice = cli_choices_.at(cli_key(a.parsed));
+          if (choice.used) continue;  // the group was in the tree: its choice has been changed
+          choice.used = true;
+        } else if (known_.count(key) > 0) {  // even null, or optional and absent
+          throw ConfigError("Could not append to the defaults list: '" + key + "' is already in it. Use " + key + "=" +
+                            a.option + " to change its option");
+        }
         include_group(node, e, pkg);
       }
     }
@@ -326,7 +380,12 @@ class Composer {
   }
 
   void include_group(DefaultsNode& parent, const Entry& e, const std::string& parent_pkg) {
-    const std::string option = choose(e.path, e.package, e.option);
+    const Placement place_at = place(e, parent_pkg);
+    const std::optional<std::string> chosen = choose(place_at.key, e.option);
+    if (!chosen) return;  // deleted from the command line
+    const std::string& option = *chosen;
+    known_.insert(place_at.key);
+    known_per_group_[e.path].insert(place_at.key);
     if (option.empty()) return;  // null: this group contributes nothing
     if (option == "???") {
       throw ConfigError("You must specify '" + e.path + "', e.g. " + e.path + "=<OPTION>\nAvailable options:\n" +
@@ -338,17 +397,10 @@ class Composer {
       throw ConfigError("Could not find '" + config_path + "'. Available options in '" + e.path +
                         "': " + list_options(e.path, "", ", ", true));
     }
-    result_.choices[e.package.empty() ? e.path : e.path + "@" + e.package] = option;
-    included_.insert(e.package.empty() ? e.path : e.path + "@" + e.package);
-    // A relative group nests under the parent's package; an absolute one starts from the root.
-    const std::string group_pkg = e.relative ? join_package(parent_pkg, dotted(e.written)) : dotted(e.path);
-    std::optional<std::string> forced;
-    if (!e.package.empty()) {
-      if (e.package == "_global_") forced = "";
-      else if (e.package.rfind("_global_.", 0) == 0) forced = e.package.substr(9);
-      else forced = join_package(parent_pkg, e.package);
-    }
-    parent.children.push_back(build(config_path, group_pkg, forced, false, e.origin));
+    result_.choices[place_at.key] = option;
+    // Relative or absolute (`/group`), a group nests under the parent's package: the leading '/'
+    // only says where to find its files.
+    parent.children.push_back(build(config_path, place_at.package, place_at.forced, false, e.origin));
   }
 
   std::string list_options(const std::string& group, const std::string& before, const std::string& after,
@@ -374,131 +426,20 @@ class Composer {
     merge_into(*target, content);
   }
 
-
- public:
-  static void apply_value(Node& config, const Override& o);
-
- private:
   const ComposeOptions& opt_;
   Composition result_;
-  std::set<std::string> included_;  // group or group@package, for every group in the tree
+  // The override keys of the group entries met, even null or absent ones (`+group=x` may not
+  // repeat them), and per group path for the messages.
+  std::set<std::string> known_;
+  std::map<std::string, std::set<std::string>> known_per_group_;
   std::vector<Included> including_;  // see Including
   std::map<std::string, GroupOverride> cli_choices_;
   std::vector<GroupOverride> appended_;
   std::vector<Override> value_overrides_;
   std::map<std::string, std::string> declared_overrides_, applied_overrides_;
+  std::map<std::string, std::string> declared_in_;  // override key -> the config that declared it
+  std::set<std::string> used_declared_;             // applied overrides that changed an entry
 };
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-void collect_keys(const Node& n, const std::string& prefix, std::vector<std::string>& out) {
-  if (!n.is_mapping()) return;
-  for (const Node::Entry& e : n.entries()) {
-    const std::string key = prefix.empty() ? e.first : prefix + "." + e.first;
-    out.push_back(key);
-    collect_keys(e.second, key, out);
-  }
-}
-
-std::string last_part(const std::string& path) {
-  const size_t dot = path.rfind('.');
-  return dot == std::string::npos ? path : path.substr(dot + 1);
-}
-
-// "\nDid you mean trainer.seed?" for an unknown key, or "" when nothing is close. In order:
-//   1. keys whose last part is the unknown key's last part, at any depth (`seed` -> trainer.seed),
-//      nearest full path first;
-//   2. else the nearest spellings, of the full path (`trainer.max_epoch` -> trainer.max_epochs) or
-//      of the last part (`chanels` -> model.channels).
-// Several equally good keys are all named, up to kMaxSuggestions.
-std::string did_you_mean(const Node& config, const std::string& key) {
-  constexpr size_t kMaxSuggestions = 5;
-  std::vector<std::string> keys;
-  collect_keys(config, "", keys);
-  const std::string leaf = last_part(key);
-  // A typo is a few edits: about one per five characters, at least one (two for whole paths).
-  const size_t full_limit = std::max<size_t>(2, key.size() / 5);
-  const size_t leaf_limit = std::max<size_t>(1, leaf.size() / 5);
-
-  struct Candidate {
-    size_t tier, distance, order;
-    const std::string* key;
-  };
-  std::vector<Candidate> candidates;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const size_t full = edit_distance(keys[i], key);
-    if (last_part(keys[i]) == leaf) {
-      candidates.push_back({0, full, i, &keys[i]});
-      continue;
-    }
-    const size_t leaf_distance = edit_distance(last_part(keys[i]), leaf);
-    size_t best = std::string::npos;
-    if (full <= full_limit) best = full;
-    if (leaf_distance <= leaf_limit) best = std::min(best, leaf_distance);
-    if (best != std::string::npos) candidates.push_back({1, best, i, &keys[i]});
-  }
-  if (candidates.empty()) return "";
-  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    return std::tie(a.tier, a.distance, a.order) < std::tie(b.tier, b.distance, b.order);
-  });
-  // Exact last parts are all worth naming; of the near spellings, only the nearest.
-  std::vector<const std::string*> named;
-  for (const Candidate& c : candidates) {
-    if (c.tier != candidates[0].tier || (c.tier == 1 && c.distance != candidates[0].distance)) break;
-    named.push_back(c.key);
-  }
-  if (named.size() == 1) return "\nDid you mean " + *named[0] + "?";
-  std::string list;
-  for (size_t i = 0; i < std::min(named.size(), kMaxSuggestions); ++i) list += (i ? ", " : "") + *named[i];
-  if (named.size() > kMaxSuggestions) list += " (and " + std::to_string(named.size() - kMaxSuggestions) + " more)";
-  return "\nDid you mean one of: " + list + "?";
-}
-
-void Composer::apply_value(Node& config, const Override& o) {
-  // The value's own nesting was checked when it was parsed; its key adds one level per part.
-  if (o.value) check_depth(o.key, *o.value, "The override of '" + abbreviate_path(o.key) + "' on the command line");
-  Node* existing = config.find_path(o.key);
-  switch (o.type) {
-    case OverrideType::Change:
-      if (!existing)
-        throw ConfigError("Could not override '" + o.key + "'. To append to your config use +" + o.key + "=..." +
-                          did_you_mean(config, o.key));
-      if (existing->is_mapping() && o.value->is_mapping()) merge_into(*existing, *o.value);
-      else *existing = *o.value;
-      return;
-    case OverrideType::Add:
-      if (existing)
-        throw ConfigError("Could not append to config. An item is already at '" + o.key + "' (from " +
-                          existing->origin().str() + ").\nEither remove the + prefix: '" + o.key +
-                          "=...'\nOr add a second + to add or override '" + o.key + "': '++" + o.key + "=...'");
-      config.set_path(o.key, *o.value);
-      return;
-    case OverrideType::ForceAdd:
-      config.set_path(o.key, *o.value);
-      return;
-    case OverrideType::Delete:
-      if (!existing)
-        throw ConfigError("Could not delete from config. '" + o.key + "' does not exist." + did_you_mean(config, o.key));
-      if (o.value && *o.value != *existing)
-        throw ConfigError("Could not delete from config. The value of '" + o.key + "' is " + existing->to_display() +
-                          " and not " + o.value->to_display() + ".");
-      config.erase_path(o.key);
-      return;
-  }
-}
 
 void print_tree(const DefaultsNode& n, int depth, std::ostringstream& out) {
   out << std::string(static_cast<size_t>(depth) * 2, ' ') << n.config_path;
@@ -531,10 +472,6 @@ std::string format_defaults_tree(const DefaultsNode& root) {
   std::ostringstream out;
   print_tree(root, 0, out);
   return out.str();
-}
-
-void apply_value_override(Node& config, const std::string& override_text) {
-  Composer::apply_value(config, parse_override(override_text));
 }
 
 }  // namespace wavetrain::config

@@ -8,12 +8,18 @@
 //     `/group: option` (absolute), `group: null` (none), `group: ???` (must be given), and plain
 //     config names. Group paths are relative to the folder of the file holding the list.
 //   - A group option's keys go under its package: the parent's package joined with the group path
-//     (`model`), replaced by `@pkg` in the entry or by a `# @package X` header (`_global_` = root).
+//     as written (`model`; `/act` inside model/a.yaml is `model.act`: the '/' only says where the
+//     files are), replaced by `@pkg` (also joined to the parent's) in the entry or by a
+//     `# @package X` header (`_global_` = root). A config entry `sub/thing` goes under `sub`.
+//   - Choices on the command line and `override` entries name an entry by Hydra's override key:
+//     its group path, plus `@package` when the package is not the group path (`optimizer@opt`,
+//     `act@model.act`). One that names no entry is an error, with the keys it could mean.
 //   - A file that includes itself, directly or through others, is an error naming the chain of files;
 //     defaults lists nest at most kMaxDepth (256) files deep. A package or a key never makes the
 //     composed tree nest deeper than kMaxDepth either.
 //   - Command line: `model=lstm` changes a choice, `+group=opt` appends to the primary defaults
-//     list, `++group=opt` changes or appends, `~group` removes. Every other override sets a value
+//     list (not when an entry of that key is met, even a null or absent optional one),
+//     `++group=opt` changes or appends, `~group` removes. Every other override sets a value
 //     after composition: `key=v` (must exist), `+key=v` (must not exist), `++key=v`, `~key[=v]`.
 #pragma once
 

@@ -11,6 +11,14 @@
 namespace wavetrain::config {
 namespace {
 
+// A scalar as text inside a string (`flag_${t}`), as OmegaConf writes it: Python's str(), so
+// True/False/None rather than YAML's true/false/null. Floats already follow Python's repr.
+[[gnu::noinline]] std::string as_python_str(const Node& value) {
+  if (value.kind() == Node::Kind::Bool) return value.bool_value() ? "True" : "False";
+  if (value.is_null()) return "None";
+  return value.to_display();
+}
+
 class Resolver {
  public:
   Resolver(const Node& root, const ResolveContext& ctx) : root_(root), ctx_(ctx) {}
@@ -188,7 +196,7 @@ class Resolver {
         whole_value = std::move(value);
       } else {
         if (!value.is_scalar()) not_scalar(inside, value, where);
-        text += value.to_display();
+        text += as_python_str(value);
       }
       i = close + 1;
     }

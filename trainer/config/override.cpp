@@ -30,6 +30,10 @@ bool is_structural(char c) { return c != '\0' && std::string_view(",[]{}()").fin
 // `\c` gives a literal c in an unquoted value for these; any other backslash is kept as typed,
 // so Windows paths and `\${x}` (an escaped interpolation, for the resolver) pass through.
 bool is_escapable(char c) { return is_structural(c) || c == ':' || c == '=' || c == '\\' || is_ws(c); }
+// What Hydra's lexer takes in an unquoted value besides escapes and interpolations: ASCII letters,
+// digits, whitespace and / - \ + . $ % * @ ? | _ :, and '=' (wavetrain's addition). Anything else
+// (# ~ & ; ! < > ^ `, non-ASCII letters, control characters) needs quotes.
+bool is_unquoted_char(char c) { return is_id_char(c) || is_ws(c) || std::string_view("/\\+.$%*@?|:=").find(c) != npos; }
 
 std::string lower(std::string s) {
   for (char& c : s)
@@ -442,6 +446,7 @@ class Parser {
         plain = false;
         interpolation = true;
       } else {
+        if (!is_unquoted_char(c)) not_unquoted(i_);
         out += s_[i_++];
         if (is_ws(c)) continue;  // dropped if nothing but whitespace follows
       }
@@ -449,6 +454,15 @@ class Parser {
     }
     out.resize(keep);
     return out;
+  }
+
+  // Names the character at `pos` whole (all the bytes of a UTF-8 sequence).
+  [[noreturn]] void not_unquoted(size_t pos) const {
+    size_t end = pos + 1;
+    if (static_cast<unsigned char>(s_[pos]) >= 0xC0)
+      while (end < s_.size() && (static_cast<unsigned char>(s_[end]) & 0xC0) == 0x80) ++end;
+    fail("'" + s_.substr(pos, end - pos) + "' cannot appear in an unquoted value (quote the value, as Hydra wants)",
+         pos);
   }
 
   // `${...}` copied verbatim up to its matching '}', so that the commas and colons of
@@ -563,7 +577,11 @@ class Parser {
         *slots[s] = args[k].value;
         given[s] = true;
       }
-      if (!given[0] || !given[1]) fail("range() needs a start and a stop: range(start, stop[, step])", start);
+      if (!given[0]) fail("range() is missing its first argument: range(stop) or range(start, stop[, step])", start);
+      if (!given[1]) {  // range(stop), as in Python: from 0
+        sw.stop = sw.start;
+        sw.start = Node::integer(0, cl());
+      }
       if (!given[2]) sw.step = Node::integer(1, cl());
       try {
         range_values(sw.start, sw.stop, sw.step);  // step 0, too many values

@@ -7,8 +7,10 @@
 //   5 -> int, 1e-3 -> float, true/NULL/inf/nan (any case) -> bool/null/float, ??? -> missing,
 //   '5' or "5" -> string, ${a.b} -> string kept verbatim (an interpolation, resolved later),
 //   a\,b -> "a,b" (escapes: \, \[ \] \{ \} \( \) \: \= \<space> \<tab> \\), anything else -> string.
-// Unlike Hydra, ':' and '=' need no escape inside an unquoted value (`device=cuda:0` works);
-// ':' still ends a dict key and `name=` still names a function argument.
+// As in Hydra, ':' needs no escape inside an unquoted value (`device=cuda:0`); unlike Hydra, '='
+// needs none either (`s=x=y`). ':' still ends a dict key and `name=` still names a function argument.
+// Other characters outside letters, digits, whitespace and / - \ + . $ % * @ ? | _ (for example
+// # ~ & ; ! or non-ASCII letters) are an error unless the value is quoted, as in Hydra.
 // Errors are ConfigError: "Error parsing override '<text>': <what> at position <n> (found 'c')",
 // where n counts characters of the text from 0; a text over 200 characters is shown by its first 60
 // and its length. Lists and dicts nest at most kMaxDepth (256) deep.
@@ -35,8 +37,8 @@ struct Sweep {
   enum class Kind { Choice, Range, Glob };
   Kind kind = Kind::Choice;
   std::vector<Node> choices;  // Choice: `a,b,c` or `choice(a,b,c)`
-  // Range: range(start, stop[, step]) with Python's meaning (stop excluded, step 1 by default,
-  // negative steps count down). Ints give ints; any float argument gives floats.
+  // Range: range(stop) or range(start, stop[, step]) with Python's meaning (start 0 and step 1 by
+  // default, stop excluded, negative steps count down). Ints give ints; any float argument gives floats.
   Node start, stop, step;
   // Glob: fnmatch patterns over a config group's options: glob(*), glob([a*,b*],exclude=[x,y*]).
   std::vector<std::string> include, exclude;

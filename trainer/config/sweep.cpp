@@ -27,9 +27,12 @@ bool safe_bare(const std::string& s) {
   return probe.value && probe.value->kind() == Node::Kind::String && probe.value->string_value() == s;
 }
 
+// `key@package`, as the job's override names it (and as two overrides of one key compare).
+std::string key_element(const Override& o) { return o.package.empty() ? o.key : o.key + "@" + o.package; }
+
 SweepDimension dimension_from(const Override& o, const GroupOptionsFn& group_options) {
   SweepDimension d;
-  d.keys = {o.key};
+  d.keys = {key_element(o)};
   d.prefix = prefix_of(o.type);
   std::vector<std::string> options;
   if (o.sweep->kind == Sweep::Kind::Glob) options = group_options(o.key);
@@ -76,8 +79,28 @@ std::vector<SweepDimension> zip_groups_from_config(const Node& zip) {
   return out;
 }
 
-bool dimension_has_key(const SweepDimension& d, const std::string& key) {
-  return std::find(d.keys.begin(), d.keys.end(), key) != d.keys.end();
+bool names_key(const std::vector<std::string>& keys, const std::string& key) {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+// One place in every job's list of overrides: a fixed override (its one text as typed) or a sweep
+// dimension (a text per value, for each key of a zip group).
+struct Slot {
+  std::string key;  // prefix + key@package: a later override of the same key takes this place; "" never does
+  std::vector<std::vector<std::string>> texts;  // texts[z][i]: value i of key z
+  size_t size() const { return texts.empty() ? 0 : texts[0].size(); }
+};
+
+// Each "key=value" is formatted once (formatting parses the value back to check it), not once per
+// job that uses it.
+Slot slot_of(const SweepDimension& d, std::string key) {
+  Slot slot{std::move(key), {}};
+  for (size_t z = 0; z < d.keys.size(); ++z) {
+    slot.texts.emplace_back();
+    for (const Node& v : d.values[z])
+      slot.texts.back().push_back(d.prefix + d.keys[z] + "=" + format_override_value(v));
+  }
+  return slot;
 }
 
 }  // namespace
@@ -121,26 +144,42 @@ bool has_sweep(const std::vector<std::string>& overrides) {
 SweepPlan plan_sweep(const std::vector<std::string>& overrides, const Node* sweep_section,
                      const GroupOptionsFn& group_options) {
   SweepPlan plan;
-  std::vector<SweepDimension> config_dims, cli_dims;
-  std::vector<std::string> cli_single_keys;
+  std::vector<Slot> cli_slots;
+  std::vector<std::string> cli_keys;  // every key the command line sets, swept or not
 
+  // Hydra's BasicSweeper: the command line's order, fixed and swept overrides alike; a second
+  // override of the same key (and prefix) replaces the first where the first stood.
+  const auto place = [&cli_slots](Slot slot) {
+    for (Slot& s : cli_slots)
+      if (!slot.key.empty() && s.key == slot.key) {
+        s = std::move(slot);
+        return;
+      }
+    cli_slots.push_back(std::move(slot));
+  };
   for (const std::string& text : overrides) {
     if (auto zip = parse_zip(text)) {
-      cli_dims.push_back(dimension_from_zip(*zip, "'" + text + "'"));
+      const SweepDimension d = dimension_from_zip(*zip, "'" + text + "'");
+      cli_keys.insert(cli_keys.end(), d.keys.begin(), d.keys.end());
+      place(slot_of(d, ""));
       continue;
     }
     Override o = parse_override(text);
+    cli_keys.push_back(key_element(o));
+    const std::string slot_key = (o.type == OverrideType::Delete ? "~" : prefix_of(o.type)) + key_element(o);
     if (o.is_sweep()) {
-      cli_dims.push_back(dimension_from(o, group_options));
+      place(slot_of(dimension_from(o, group_options), slot_key));
     } else {
       plan.fixed.push_back(text);
-      cli_single_keys.push_back(o.key);
+      place(Slot{slot_key, {{text}}});
     }
   }
 
+  std::vector<Slot> slots;
   if (sweep_section && !sweep_section->is_null()) {
     if (!sweep_section->is_mapping())
       throw ConfigError("'sweep' must be a dict with 'params' and/or 'zip' (" + sweep_section->origin().str() + ")");
+    std::vector<SweepDimension> config_dims;
     if (const Node* params = sweep_section->find("params"); params && !params->is_null()) {
       if (!params->is_mapping())
         throw ConfigError("sweep.params must be a dict of key: values (" + params->origin().str() + ")");
@@ -166,53 +205,37 @@ SweepPlan plan_sweep(const std::vector<std::string>& overrides, const Node* swee
     }
     if (const Node* zip = sweep_section->find("zip"))
       for (SweepDimension& d : zip_groups_from_config(*zip)) config_dims.push_back(std::move(d));
+    // Config dimensions come first; one with a key that the command line sets is dropped (the
+    // command line wins).
+    for (const SweepDimension& d : config_dims)
+      if (std::none_of(d.keys.begin(), d.keys.end(), [&](const std::string& k) { return names_key(cli_keys, k); }))
+        slots.push_back(slot_of(d, ""));
   }
+  for (Slot& s : cli_slots) slots.push_back(std::move(s));
 
-  // The command line wins: a config dimension whose key it names is replaced (or dropped).
-  for (const SweepDimension& d : config_dims) {
-    bool overridden = false;
-    for (const std::string& key : d.keys) {
-      if (std::find(cli_single_keys.begin(), cli_single_keys.end(), key) != cli_single_keys.end()) overridden = true;
-      for (const SweepDimension& c : cli_dims)
-        if (dimension_has_key(c, key)) overridden = true;
-    }
-    if (!overridden) plan.dimensions.push_back(d);
-  }
-  for (SweepDimension& d : cli_dims) plan.dimensions.push_back(std::move(d));
-
-  // Cartesian product, first dimension slowest: count in mixed radix with the last digit fastest.
+  // Cartesian product, first slot slowest: count in mixed radix with the last digit fastest.
   // Bounded like range(): a product of a few long lists (or a typo) must not plan billions of jobs
   // (found by fuzzing: a minute of planning, and the memory to match).
   constexpr size_t kMaxJobs = 100000;
   size_t total = 1;
   std::string sizes;
-  for (const SweepDimension& d : plan.dimensions) {
-    sizes += (sizes.empty() ? "" : " x ") + std::to_string(d.size());
-    total = d.size() == 0 ? 0 : total > kMaxJobs / d.size() ? kMaxJobs + 1 : total * d.size();
+  for (const Slot& s : slots) {
+    if (s.size() != 1) sizes += (sizes.empty() ? "" : " x ") + std::to_string(s.size());
+    total = s.size() == 0 ? 0 : total > kMaxJobs / s.size() ? kMaxJobs + 1 : total * s.size();
   }
   if (total > kMaxJobs)
     throw ConfigError("The sweep would run more than " + std::to_string(kMaxJobs) + " jobs (" + sizes + " values); that is the limit");
-  // Each "key=value" is formatted once (formatting parses the value back to check it), not once
-  // per job that uses it.
-  std::vector<std::vector<std::vector<std::string>>> text(plan.dimensions.size());  // [k][z][i]
-  for (size_t k = 0; k < plan.dimensions.size(); ++k) {
-    const SweepDimension& d = plan.dimensions[k];
-    for (size_t z = 0; z < d.keys.size(); ++z) {
-      text[k].emplace_back();
-      for (const Node& v : d.values[z]) text[k][z].push_back(d.prefix + d.keys[z] + "=" + format_override_value(v));
-    }
-  }
   plan.jobs.reserve(total);
+  std::vector<size_t> index(slots.size());
   for (size_t job = 0; job < total; ++job) {
-    std::vector<std::string> assignment = plan.fixed;
     size_t rest = job;
-    std::vector<size_t> index(plan.dimensions.size());
-    for (size_t k = plan.dimensions.size(); k-- > 0;) {
-      index[k] = rest % plan.dimensions[k].size();
-      rest /= plan.dimensions[k].size();
+    for (size_t k = slots.size(); k-- > 0;) {
+      index[k] = rest % slots[k].size();
+      rest /= slots[k].size();
     }
-    for (size_t k = 0; k < plan.dimensions.size(); ++k)
-      for (size_t z = 0; z < text[k].size(); ++z) assignment.push_back(text[k][z][index[k]]);
+    std::vector<std::string> assignment;
+    for (size_t k = 0; k < slots.size(); ++k)
+      for (const std::vector<std::string>& texts : slots[k].texts) assignment.push_back(texts[index[k]]);
     plan.jobs.push_back(std::move(assignment));
   }
   return plan;

@@ -285,10 +285,88 @@ bool needs_escape(long cp) {
   return !printable || cp == 0x2028 || cp == 0x2029 || cp == 0xFEFF;
 }
 
-// Whether `s` can be written unquoted and reads back as this same string. Conservative: quoting a
-// string that did not need it costs nothing.
+// A cursor over a plain scalar, for the YAML 1.1 patterns below (written out rather than as
+// std::regex, whose matcher recurses once per character).
+struct Scan {
+  const std::string& s;
+  size_t i = 0;
+  bool end() const { return i == s.size(); }
+  bool eat(const char* set) {  // one character of `set`
+    if (end() || s[i] == '\0' || !std::strchr(set, s[i])) return false;
+    ++i;
+    return true;
+  }
+  size_t run(const char* set, size_t most = std::string::npos) {  // as many as there are, up to `most`
+    size_t n = 0;
+    while (n < most && eat(set)) ++n;
+    return n;
+  }
+  bool exponent(bool sign_optional) {  // [eE][-+]?[0-9]+, or with the sign required
+    return eat("eE") && (eat("-+") || sign_optional) && run("0123456789") > 0;
+  }
+  bool base60() {  // (:[0-5]?[0-9])+
+    size_t groups = 0;
+    while (eat(":")) {
+      const size_t first = i;
+      if (!eat("0123456789")) return false;
+      if (s[first] <= '5') eat("0123456789");
+      ++groups;
+    }
+    return groups > 0;
+  }
+};
+
+constexpr const char* kDigits = "0123456789";
+constexpr const char* kDigitsUnderscore = "0123456789_";
+
+// Whether PyYAML (YAML 1.1, which OmegaConf reads with) may take the plain scalar `s` for an int,
+// a float or a date: PyYAML's int, float and timestamp patterns and OmegaConf's float, matched
+// whole (the floats a little more loosely than either: quoting more costs nothing). `1_000`,
+// `+1_0`, `0b101`, `0x_1F`, `1:30` (90, in base 60), `1_0.5` and `2001-12-14` are strings in YAML 1.2.
+bool yaml11_reads_as_other(const std::string& s) {
+  const auto whole = [&s](size_t from, const auto& pattern) {
+    Scan c{s, from};
+    return pattern(c) && c.end();
+  };
+  if (s.empty() || s[0] == '\0' || !std::strchr("-+.0123456789", s[0])) return false;  // every pattern starts so
+  const size_t body = s[0] == '-' || s[0] == '+' ? 1 : 0;
+  const auto leading = [](Scan& c) { return c.eat(kDigits) && (c.run(kDigitsUnderscore), true); };  // [0-9][0-9_]*
+  return
+      // ints: 0b..., 0..., 0 or [1-9][0-9_]*, 0x..., base 60
+      whole(body, [](Scan& c) { return c.eat("0") && c.eat("b") && c.run("01_") > 0; }) ||
+      whole(body, [](Scan& c) { return c.eat("0") && c.run("01234567_") > 0; }) ||
+      whole(body, [](Scan& c) { return c.eat("0") || (c.eat("123456789") && (c.run(kDigitsUnderscore), true)); }) ||
+      whole(body, [](Scan& c) { return c.eat("0") && c.eat("x") && c.run("0123456789abcdefABCDEF_") > 0; }) ||
+      whole(body, [](Scan& c) { return c.eat("123456789") && (c.run(kDigitsUnderscore), true) && c.base60(); }) ||
+      // floats: 1_0.5e+3, 1e5, .5 (no sign), 1:30.5
+      whole(body, [&](Scan& c) {
+        return leading(c) && c.eat(".") && (c.run(kDigitsUnderscore), true) && (c.end() || c.exponent(true));
+      }) ||
+      whole(body, [&](Scan& c) { return leading(c) && c.exponent(true); }) ||
+      whole(0, [&](Scan& c) { return c.eat(".") && leading(c) && (c.end() || c.exponent(false)); }) ||
+      whole(body, [&](Scan& c) {
+        return leading(c) && c.base60() && c.eat(".") && (c.run(kDigitsUnderscore), true);
+      }) ||
+      // dates, maybe with a time and a zone
+      whole(0, [](Scan& c) {
+        if (!(c.run(kDigits, 4) == 4 && c.eat("-") && c.run(kDigits, 2) > 0 && c.eat("-") && c.run(kDigits, 2) > 0))
+          return false;
+        if (c.end()) return true;
+        if (!c.eat("Tt") && c.run(" \t") == 0) return false;
+        if (!(c.run(kDigits, 2) > 0 && c.eat(":") && c.run(kDigits, 2) == 2 && c.eat(":") && c.run(kDigits, 2) == 2))
+          return false;
+        if (c.eat(".")) c.run(kDigits);
+        c.run(" \t");
+        if (c.end()) return true;
+        return c.eat("Z") || (c.eat("-+") && c.run(kDigits, 2) > 0 && (!c.eat(":") || c.run(kDigits, 2) == 2));
+      });
+}
+
+// Whether `s` can be written unquoted and reads back as this same string, in YAML 1.2 and in the
+// YAML 1.1 of PyYAML and OmegaConf. Conservative: quoting a string that did not need it costs nothing.
 bool can_be_plain(const std::string& s) {
-  if (s.empty() || plain_kind(s) != Node::Kind::String) return false;
+  if (s.empty() || plain_kind(s) != Node::Kind::String || yaml11_reads_as_other(s)) return false;
+  if (s == "=") return false;  // PyYAML's `value` tag, which its safe loader cannot build
   // YAML 1.1 booleans: strings to us, but PyYAML (OmegaConf) would read them as bools.
   static const char* const yaml11_bools[] = {"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO",
                                              "on", "On", "ON", "off", "Off", "OFF"};
