@@ -77,14 +77,22 @@ WAVETRAIN_HOST_DEVICE inline Item<T> item_of(const T* px, const T* py, T* p, con
   return {px + b * n.S * n.T1, py + b * (n.S + 1) * n.T, p + b * (n.S + 1) * (n.T + 1)};
 }
 
+// The rows s of anti-diagonal d (t = d - s) that lie inside the box: first..last, inclusive.
+struct RowSpan {
+  int64_t first, last;
+};
+WAVETRAIN_HOST_DEVICE inline RowSpan rows_on_diagonal(const Box& x, int64_t d) {
+  return {x.sb > d - x.te ? x.sb : d - x.te, x.se < d - x.tb ? x.se : d - x.tb};
+}
+
 // Forward, thread `thread` of `threads` on anti-diagonal d: fills p on its cells of the diagonal.
 template <typename T>
 WAVETRAIN_HOST_DEVICE void forward_diagonal(const Item<T>& item, const Box& x, const Dims& n, int64_t d,
                                             int64_t thread, int64_t threads) {
   const T ninf = -std::numeric_limits<T>::infinity();
   const int64_t W = n.T + 1;
-  const int64_t lo = x.sb > d - x.te ? x.sb : d - x.te, hi = x.se < d - x.tb ? x.se : d - x.tb;
-  for (int64_t s = lo + thread; s <= hi; s += threads) {
+  const RowSpan rows = rows_on_diagonal(x, d);
+  for (int64_t s = rows.first + thread; s <= rows.last; s += threads) {
     const int64_t t = d - s;
     T value;
     if (s == x.sb && t == x.tb) {
@@ -117,8 +125,8 @@ template <typename T>
 WAVETRAIN_HOST_DEVICE void backward_diagonal(const Item<T>& item, T* px_grad, T* py_grad, const Box& x, const Dims& n,
                                              int64_t d, int64_t thread, int64_t threads) {
   const int64_t W = n.T + 1;
-  const int64_t lo = x.sb > d - x.te ? x.sb : d - x.te, hi = x.se < d - x.tb ? x.se : d - x.tb;
-  for (int64_t s = lo + thread; s <= hi; s += threads) {
+  const RowSpan rows = rows_on_diagonal(x, d);
+  for (int64_t s = rows.first + thread; s <= rows.last; s += threads) {
     const int64_t t = d - s;
     T g;
     if (s == x.se && t == x.te) {

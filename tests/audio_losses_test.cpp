@@ -5,7 +5,7 @@
 #include <torch/version.h>
 
 #include "tests/run_process.h"
-#include <hdf5.h>
+#include "tests/hdf5_dataset.h"
 
 #include <cstdio>
 #include <fstream>
@@ -21,19 +21,7 @@ namespace {
 const std::string kDir = std::string(WAVETRAIN_TEST_DATA) + "/reference/";
 
 at::Tensor read_h5(const std::string& name, const std::string& path = kDir + "mrstft_vectors.h5") {
-  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  const hid_t data = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
-  const hid_t space = H5Dget_space(data);
-  hsize_t dims[8] = {};
-  const int rank = H5Sget_simple_extent_ndims(space);
-  H5Sget_simple_extent_dims(space, dims, nullptr);
-  at::Tensor t = at::empty(std::vector<int64_t>(dims, dims + rank), at::kDouble);
-  const herr_t status = H5Dread(data, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data_ptr<double>());
-  H5Sclose(space);
-  H5Dclose(data);
-  H5Fclose(file);
-  EXPECT_GE(status, 0) << name;
-  return t;
+  return wavetrain::testing::read_hdf5_dataset(path, name);
 }
 
 const nlohmann::json& reference() {

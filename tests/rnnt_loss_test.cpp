@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/run_process.h"
-#include <hdf5.h>
+#include "tests/hdf5_dataset.h"
 #include <unistd.h>
 
 #include <cstdio>
@@ -268,20 +268,7 @@ TEST(RnntLoss, SimpleLossGradcheckInFloat64) {
 // smoothed, pruned (with fast_rnnt's own prune ranges, which must equal ours) and full losses, per
 // utterance, regular and modified, each item in its own box.
 at::Tensor read_dataset(const std::string& path, const std::string& name, at::ScalarType type) {
-  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  const hid_t data = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
-  const hid_t space = H5Dget_space(data);
-  hsize_t dims[8] = {};
-  const int rank = H5Sget_simple_extent_ndims(space);
-  H5Sget_simple_extent_dims(space, dims, nullptr);
-  at::Tensor t = at::empty(std::vector<int64_t>(dims, dims + rank), type);
-  const herr_t status = H5Dread(data, type == at::kLong ? H5T_NATIVE_INT64 : H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL,
-                                H5P_DEFAULT, t.data_ptr());
-  H5Sclose(space);
-  H5Dclose(data);
-  H5Fclose(file);
-  EXPECT_GE(status, 0) << name;
-  return t;
+  return wavetrain::testing::read_hdf5_dataset(path, name, type);
 }
 
 TEST(RnntLoss, MatchesFastRnntLiveOnFreshInputs) {
