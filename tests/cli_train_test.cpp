@@ -91,7 +91,7 @@ TEST(CliTrain, ARunLeavesItsConfigLogsMetricsCheckpointAndResult) {
   // An unknown task fails before anything is written.
   const Result unknown = wavetrain_in(dir, "train task=nothing_yet run.dir=out/u");
   EXPECT_EQ(unknown.exit_code, 1);
-  EXPECT_EQ(unknown.err, "wavetrain: error: Unknown task 'nothing_yet'. Known tasks: amp, toy_regression\n");
+  EXPECT_EQ(unknown.err, "wavetrain: error: Unknown task 'nothing_yet'. Known tasks: amp, asr, toy_regression\n");
   EXPECT_FALSE(fs::exists(dir / "out/u"));
 }
 

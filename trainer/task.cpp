@@ -1,6 +1,8 @@
 // The task registry; see task.h.
 #include "trainer/task.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <map>
 
 namespace wavetrain {
@@ -17,6 +19,22 @@ std::map<std::string, TaskFactory>& registry() {
 }
 
 }  // namespace
+
+std::vector<int64_t> shuffled_order(int64_t size, int64_t seed, int64_t epoch) {
+  at::Generator g = at::detail::createCPUGenerator(static_cast<uint64_t>(seed) * 1000003u + static_cast<uint64_t>(epoch));
+  const at::Tensor perm = at::randperm(size, g, at::kLong);
+  return std::vector<int64_t>(perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + size);
+}
+
+std::vector<int64_t> Task::train_order(int64_t epoch, int64_t seed, int64_t batch_size) {
+  (void)batch_size;
+  return shuffled_order(size(Split::Train), seed, epoch);
+}
+
+double Task::metric_weight(const std::string& name, const Batch& batch) const {
+  (void)name;
+  return static_cast<double>(batch.size);
+}
 
 TaskRegistration::TaskRegistration(const std::string& name, TaskFactory factory) {
   registry()[name] = std::move(factory);

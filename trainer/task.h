@@ -28,7 +28,15 @@ struct Batch {
   at::Tensor input;
   at::Tensor target;
   int64_t size = 0;  // items in the batch (for the progress line's throughput)
+  // Variable-length items (speech): each item's length along the padded time axis of input and
+  // target (int64 [size]); undefined for fixed-length tasks.
+  at::Tensor input_lengths{}, target_lengths{};
+  int64_t step = 0;  // the optimizer step this batch trains; set by the trainer (warm-ups read it)
+  std::vector<int64_t> indices{};  // the split's items in the batch, in order; set by the trainer
 };
+
+// The item order of a training epoch from (seed, epoch) alone: a seeded permutation.
+std::vector<int64_t> shuffled_order(int64_t size, int64_t seed, int64_t epoch);
 
 // How the progress line counts the training data a task goes through: each item is `per_item`
 // `unit`s. Tasks whose items are not the unit their users count in say so (an amp task's items are
@@ -57,6 +65,20 @@ class Task {
   virtual Metrics validation_metrics(const at::Tensor& prediction, const Batch& batch) = 0;
   // The progress line's throughput unit; items by default.
   virtual ThroughputUnit throughput_unit() const { return {}; }
+  // The order of the training items in `epoch`, which the trainer cuts into consecutive batches of
+  // batch_size (on several ranks, global batch b is ranks' consecutive slices). A pure function of
+  // its arguments, so that a resumed run sees the same batches. shuffled_order by default; a task
+  // may group items of similar length into the same batch. Called once at the start of every epoch
+  // (a resumed one too), before that epoch's make_batch calls: a task may note the epoch (for
+  // augmentation drawn from (seed, epoch, item)).
+  virtual std::vector<int64_t> train_order(int64_t epoch, int64_t seed, int64_t batch_size);
+  // How much a batch's value of validation metric `name` counts in the average over the split:
+  // its items by default; a word error rate counts by reference words, so that the average is the
+  // split's errors over its words.
+  virtual double metric_weight(const std::string& name, const Batch& batch) const;
+  // Whether make_batch of Split::Train may run on a second thread while the previous batch trains
+  // (the task's make_batch then must not touch the model or other state training changes).
+  virtual bool prefetch_batches() const { return false; }
 };
 
 using TaskFactory = std::function<std::unique_ptr<Task>(const config::Config&)>;

@@ -10,8 +10,10 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cmath>
+#include <future>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -53,13 +55,6 @@ LrScheduleOptions schedule_options(const config::Config& cfg) {
   o.total = cfg.get_int("scheduler.total", o.total);
   o.min_lr = cfg.get_float("scheduler.min_lr", o.min_lr);
   return o;
-}
-
-// The item order of one epoch, from (seed, epoch) alone.
-std::vector<int64_t> epoch_order(int64_t size, int64_t seed, int64_t epoch) {
-  at::Generator g = at::detail::createCPUGenerator(static_cast<uint64_t>(seed) * 1000003u + static_cast<uint64_t>(epoch));
-  const at::Tensor perm = at::randperm(size, g, at::kLong);
-  return std::vector<int64_t>(perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + size);
 }
 
 // trainer.limit_*_batches: absent or 1.0 = all; an int N = at most N batches; a float f in (0, 1] =
@@ -152,11 +147,12 @@ Metrics evaluate(Task& task, Split split, const at::Device& device, const AmpPol
   at::NoGradGuard no_grad;
   const int64_t n = task.size(split);
   Metrics sums;
-  int64_t items = 0;
+  std::vector<double> weights;  // per metric: the summed weights of its batches (task.metric_weight)
   for (int64_t b = 0; (max_batches < 0 || b < max_batches) && b * batch_size < n; ++b) {
     std::vector<int64_t> indices;
     for (int64_t i = b * batch_size; i < std::min(n, (b + 1) * batch_size); ++i) indices.push_back(i);
-    const Batch batch = task.make_batch(split, indices, device);
+    Batch batch = task.make_batch(split, indices, device);
+    batch.indices = indices;
     at::Tensor prediction;
     {
       AutocastGuard autocast(amp);
@@ -165,10 +161,14 @@ Metrics evaluate(Task& task, Split split, const at::Device& device, const AmpPol
     const Metrics m = task.validation_metrics(prediction, batch);
     if (sums.empty())
       for (const auto& [k, v] : m) sums.emplace_back(k, 0.0);
-    for (size_t i = 0; i < m.size() && i < sums.size(); ++i) sums[i].second += m[i].second * static_cast<double>(batch.size);
-    items += batch.size;
+    weights.resize(sums.size(), 0.0);
+    for (size_t i = 0; i < m.size() && i < sums.size(); ++i) {
+      const double w = task.metric_weight(m[i].first, batch);
+      sums[i].second += m[i].second * w;
+      weights[i] += w;
+    }
   }
-  for (auto& [k, v] : sums) v /= static_cast<double>(std::max<int64_t>(1, items));
+  for (size_t i = 0; i < sums.size(); ++i) sums[i].second /= weights[i] > 0 ? weights[i] : 1.0;
   return sums;
 }
 
@@ -326,6 +326,9 @@ FitResult Trainer::fit() {
   int64_t start_step = 0;  // where this session started: its rates count only its own steps
   int64_t items = 0;       // training items this session
   int64_t skipped_steps = 0;
+  // Seconds the training loop waited for its batches (made in line, or the prefetch not yet ready).
+  double data_wait_seconds = 0;
+  const bool prefetch = task->prefetch_batches();
   const double start = now_();
   auto elapsed = [&] { return now_() - start; };  // this session's
   // trainer.max_time bounds the run, not one session: earlier sessions' time counts (Lightning's
@@ -485,7 +488,18 @@ FitResult Trainer::fit() {
   };
   for (int64_t epoch = start_epoch; (epochs < 1 || epoch < epochs) && !stop; ++epoch) {
     model.train();
-    const std::vector<int64_t> order = epoch_order(n_train, seed, epoch);
+    const std::vector<int64_t> order = task->train_order(epoch, seed, batch_size);
+    if (static_cast<int64_t>(order.size()) != n_train)
+      throw std::logic_error("task " + cfg_.get_string("task") + ": train_order gave " + std::to_string(order.size()) +
+                             " items for a training split of " + std::to_string(n_train));
+    // This rank's slice of global batch b (one slice per rank, in rank order).
+    const auto indices_of = [&](int64_t b) {
+      const int64_t first = (b * world + rank) * batch_size;
+      return std::vector<int64_t>(order.begin() + first, order.begin() + std::min(n_train, first + batch_size));
+    };
+    // With a task that allows it, batch b + 1 is made on a second thread while batch b trains.
+    std::future<Batch> ahead;
+    int64_t ahead_number = -1;
     double loss_value = NAN;
     bool window_bad = false;  // a non-finite loss in this accumulation window (no scaler to catch it)
     int64_t consumed = epoch == start_epoch ? start_batch : 0;  // batches of this epoch done
@@ -495,10 +509,18 @@ FitResult Trainer::fit() {
       const int64_t window_start = b - b % accumulate;
       const int64_t window = std::min(accumulate, batches - window_start);
       if (b == window_start) optimizer->zero_grad();
-      // This rank's slice of global batch b (one slice per rank, in rank order).
-      const int64_t first = (b * world + rank) * batch_size;
-      const std::vector<int64_t> indices(order.begin() + first, order.begin() + std::min(n_train, first + batch_size));
-      const Batch batch = task->make_batch(Split::Train, indices, device_.device);
+      // Measured with the real clock, not now_ (which tests replace with one that ticks per reading).
+      const auto wait_start = std::chrono::steady_clock::now();
+      Batch batch = ahead_number == b ? ahead.get() : task->make_batch(Split::Train, indices_of(b), device_.device);
+      data_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+      if (prefetch && b + 1 < batches) {
+        ahead_number = b + 1;
+        ahead = std::async(std::launch::async, [&task, &device = device_.device, next = indices_of(b + 1)] {
+          return task->make_batch(Split::Train, next, device);
+        });
+      }
+      batch.step = step;
+      batch.indices = indices_of(b);
       at::Tensor prediction;
       {
         AutocastGuard autocast(amp_);
@@ -586,6 +608,12 @@ FitResult Trainer::fit() {
     if (step >= total_steps) break;
   }
   if (skipped_steps > 0) log_line(std::to_string(skipped_steps) + " steps skipped for non-finite losses");
+  if (prefetch && step > start_step) {
+    char line[160];
+    std::snprintf(line, sizeof line, "data: the training loop waited %.2f s for batches (%.1f%% of %.1f s)", data_wait_seconds,
+                  100 * data_wait_seconds / std::max(1e-9, elapsed()), elapsed());
+    log_line(line);
+  }
   // The last line shows where the run ended, not where the last timed redraw happened to be.
   if (writer && step > start_step) progress.update(progress_state(result.epochs - 1, last_loss), /*force=*/true);
   progress.finish();
@@ -600,6 +628,7 @@ FitResult Trainer::fit() {
   if (!fast_dev_run) j["checkpoints"]["last"] = (ckpt_dir / "last.ckpt").string();
   if (!result.best.empty()) j["checkpoints"]["best"] = (ckpt_dir / "best.ckpt").string();
   j["seconds"] = elapsed();
+  j["data_wait_seconds"] = data_wait_seconds;
   write_file_atomic((run_.path() / "result.json").string(), j.dump(2) + "\n");
   return result;
 }
