@@ -90,6 +90,8 @@ class DatasetReader {
   // First-dimension length of one field of one item, from the offsets alone (no data read).
   int64_t length(const std::string& split, const std::string& field, int64_t index) const;
   Item item(const std::string& split, int64_t index) const;  // thread-safe; cached
+  // One field of one item, read alone (not cached): transcripts without their audio.
+  at::Tensor field(const std::string& split, const std::string& name, int64_t index) const;
   std::string id(const std::string& split, int64_t index) const;
   std::optional<AttributeValue> attribute(const std::string& name) const;
 

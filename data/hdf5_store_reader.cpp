@@ -330,6 +330,13 @@ Item DatasetReader::item(const std::string& split, int64_t i) const {
   return out;
 }
 
+at::Tensor DatasetReader::field(const std::string& split, const std::string& name, int64_t i) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const FieldIndex& f = index(split, name);
+  if (i < 0 || i >= size(split)) fail(path_, "split '" + split + "' has no item " + std::to_string(i));
+  return read(f, i);
+}
+
 std::string DatasetReader::id(const std::string& split, int64_t i) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const FieldIndex& f = index(split, "id");
