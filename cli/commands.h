@@ -23,6 +23,7 @@ struct ExitCode {
 };
 
 void add_amp_commands(CLI::App& app);  // data amp, export nam, import nam, infer
+void add_asr_commands(CLI::App& app);  // data asr-synth, asr-bpe (after add_amp_commands, which makes `data`)
 void add_ckpt_command(CLI::App& app);
 void add_devices_command(CLI::App& app);
 void add_eval_command(CLI::App& app);

@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
   app.fallthrough(false);
   wavetrain::experiments::register_tasks();
   add_amp_commands(app);
+  add_asr_commands(app);
   add_ckpt_command(app);
   add_devices_command(app);
   add_eval_command(app);

@@ -1,0 +1,58 @@
+// The speech-recognition data commands:
+//   wavetrain data asr-synth -o DIR          the built-in corpus (DIR/corpus.h5), spoken by espeak-ng and flite
+//   wavetrain data asr-bpe STORE --vocab N   a sentencepiece tokenizer from STORE's training transcripts
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.h"
+#include "experiments/asr/corpus_synth.h"
+#include "experiments/asr/tokenizer.h"
+
+namespace wavetrain::cli {
+
+void add_asr_commands(CLI::App& app) {
+  namespace asr = experiments::asr;
+  CLI::App* data = app.get_subcommand("data");  // made by add_amp_commands
+
+  auto synth = std::make_shared<asr::SynthOptions>();
+  CLI::App* s = data->add_subcommand("asr-synth", "Write the built-in speech corpus: sentences spoken by espeak-ng and flite voices, split by voice");
+  s->add_option("-o,--output", synth->dir, "Directory for corpus.h5")->required();
+  s->add_option("--seed", synth->seed, "Seed: the same seed gives the same corpus")->capture_default_str();
+  s->add_option("--train", synth->train, "Training utterances")->capture_default_str();
+  s->add_option("--dev", synth->dev, "Development utterances (the training voices)")->capture_default_str();
+  s->add_option("--test", synth->test, "Utterances of each test split (unseen espeak-ng voices; flite)")->capture_default_str();
+  s->add_option("--text", synth->text_file, "Sentences to speak, one a line, numbers in words (default: the built-in generator)");
+  s->add_flag("--noise", synth->noise, "Add noise at a random SNR of 5-30 dB");
+  s->add_flag("--reverb", synth->reverb, "Add reverb through sox, random room per utterance");
+  s->add_option("-j,--jobs", synth->jobs, "Synthesisers running at once (default: the number of cores)");
+  s->callback([synth] {
+    synth->command = "wavetrain data asr-synth -o " + synth->dir + " --seed " + std::to_string(synth->seed) + " --train " +
+                     std::to_string(synth->train) + " --dev " + std::to_string(synth->dev) + " --test " + std::to_string(synth->test) +
+                     (synth->text_file.empty() ? "" : " --text " + synth->text_file) + (synth->noise ? " --noise" : "") +
+                     (synth->reverb ? " --reverb" : "");
+    const asr::SynthReport r = asr::synthesize_corpus(*synth);
+    double total = 0;
+    std::printf("wrote %s\n", r.store.c_str());
+    for (const asr::SplitReport& split : r.splits) {
+      std::printf("  %-19s %6lld utterances %8.1f min  %zu voices\n", split.split.c_str(), static_cast<long long>(split.utterances),
+                  split.seconds / 60, split.voices.size());
+      total += split.seconds;
+    }
+    std::printf("  %.2f h of audio in %.1f s (%.1f s of CPU: %.1f s per hour of audio)\n", total / 3600, r.wall_seconds, r.cpu_seconds,
+                total > 0 ? r.cpu_seconds / (total / 3600) : 0.0);
+  });
+
+  auto bpe = std::make_shared<asr::TokenizerTraining>();
+  CLI::App* b = data->add_subcommand("asr-bpe", "Train a sentencepiece tokenizer on a store's training transcripts (icefall's conventions)");
+  b->add_option("store", bpe->store, "An ASR store (asr-synth, asr-import)")->required();
+  b->add_option("--vocab", bpe->vocab_size, "Pieces, <blk> <sos/eos> <unk> included")->capture_default_str();
+  b->add_option("--type", bpe->model_type, "unigram or bpe")->capture_default_str();
+  b->add_option("-o,--output", bpe->output_dir, "Directory for bpe.model and tokens.txt (default: the store's)");
+  b->callback([bpe] {
+    const asr::TokenizerFiles f = asr::train_tokenizer(*bpe);
+    std::printf("wrote %s and %s (%d pieces, from %lld transcripts)\n", f.model.c_str(), f.tokens.c_str(), f.vocab_size,
+                static_cast<long long>(f.sentences));
+  });
+}
+
+}  // namespace wavetrain::cli

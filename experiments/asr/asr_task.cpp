@@ -1,0 +1,345 @@
+// The "asr" training task (asr_task.h).
+//
+// Data: an ASR store (asr.data; corpus_synth.h's layout: "audio" float32 at 16 kHz and "text"
+// per utterance) and its tokenizer. A batch is made on the CPU: audio -> speed perturbation
+// (training: 0.9, 1.0 or 1.1, by libsoxr) -> 80-bin Kaldi fbank -> global CMVN -> SpecAugment
+// (training) -> padded [B][T][80]; tokens padded [B][S]. Only the finished tensors move to the
+// device. Augmentation draws from (seed, epoch, item), so batches do not depend on threads or on
+// where a run was resumed. Training batches are made one ahead on a second thread, and hold items
+// of similar duration (asr.bucket_windows).
+//
+// Loss (icefall's pruned transducer): the smoothed simple loss from the linear "simple" maps of
+// encoder and predictor outputs (lm_scale 0.25, am_scale 0) gives the prune ranges (prune_range
+// 5); the joiner runs only on those; loss = simple_scale x simple + pruned_scale x pruned with
+// icefall's warm-up (loss_scales), summed over utterances and divided by encoder frames. An
+// utterance whose loss is not finite is left out and counted (train/nonfinite_utterances).
+// Validation: the same loss at the final scales, and WER (percent) of greedy search on the
+// validation split, averaged over its reference words.
+#include "experiments/asr/asr_task.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include "data/audio_io.h"
+#include "data/fbank.h"
+#include "data/hdf5_store.h"
+#include "experiments/asr/decode.h"
+#include "experiments/asr/tokenizer.h"
+#include "experiments/asr/transducer_loss.h"
+#include "experiments/asr/wer.h"
+
+namespace wavetrain::experiments::asr {
+namespace {
+
+uint64_t mix(uint64_t x) {  // splitmix64
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+uint64_t draw_seed(uint64_t seed, int64_t epoch, int64_t item, uint64_t stream) {
+  return mix(mix(mix(mix(seed) ^ static_cast<uint64_t>(epoch)) ^ static_cast<uint64_t>(item)) ^ stream);
+}
+
+std::string bytes_to_string(const at::Tensor& t) {
+  return {reinterpret_cast<const char*>(t.data_ptr<uint8_t>()), static_cast<size_t>(t.numel())};
+}
+
+struct Utterance {
+  int64_t samples = 0;
+  std::string text;
+  std::vector<int> tokens;
+  int64_t words = 0;
+};
+
+class AsrTask : public Task {
+ public:
+  explicit AsrTask(const config::Config& cfg)
+      : store_path_(cfg.get_string("asr.data")),
+        store_(std::make_shared<data::DatasetReader>(store_path_)),
+        splits_{cfg.get_string("asr.train_split", "train"), cfg.get_string("asr.valid_split", "dev")},
+        tokenizer_(tokenizer_path(cfg)),
+        model_(transducer_config_from(cfg, tokenizer_.vocab_size())),
+        seed_(static_cast<uint64_t>(cfg.get_int("trainer.seed", 0))) {
+    fbank_.num_mel_bins = static_cast<int>(model_->config().encoder.feature_dim);
+    fbank_.dither = 0.0;
+    speed_perturb_ = cfg.get_bool("asr.augment.speed_perturb", true);
+    spec_augment_ = cfg.get_bool("asr.augment.spec_augment", true);
+    spec_.freq_masks = static_cast<int>(cfg.get_int("asr.augment.freq_masks", 2));
+    spec_.freq_mask_width = static_cast<int>(cfg.get_int("asr.augment.freq_mask_width", 27));
+    spec_.time_masks = static_cast<int>(cfg.get_int("asr.augment.time_masks", 2));
+    spec_.time_mask_width = static_cast<int>(cfg.get_int("asr.augment.time_mask_width", 40));
+    spec_.time_mask_ratio = cfg.get_float("asr.augment.time_mask_ratio", 0.2);
+    simple_scale_ = cfg.get_float("asr.loss.simple_scale", 0.5);
+    loss_options_.lm_scale = cfg.get_float("asr.loss.lm_scale", 0.25);
+    loss_options_.am_scale = cfg.get_float("asr.loss.am_scale", 0.0);
+    loss_options_.prune_range = cfg.get_int("asr.loss.prune_range", 5);
+    loss_options_.ctc_scale = cfg.get_float("asr.loss.ctc_scale", 0.0);
+    warm_step_ = cfg.get_int("asr.loss.warm_step", 2000);
+    bucket_windows_ = cfg.get_int("asr.bucket_windows", 50);
+    max_symbols_ = static_cast<int>(cfg.get_int("decoding.max_sym_per_frame", 1));
+    if (loss_options_.prune_range < 1)
+      throw config::ConfigError("asr.loss.prune_range must be >= 1, got " + std::to_string(loss_options_.prune_range));
+    if (warm_step_ < 0) throw config::ConfigError("asr.loss.warm_step must be >= 0, got " + std::to_string(warm_step_));
+    if (loss_options_.ctc_scale > 0 && !model_->config().ctc_head)
+      throw config::ConfigError("asr.loss.ctc_scale > 0 needs the CTC head: model.ctc_head=true");
+    const bool skip_bad = cfg.get_bool("data.skip_bad_items", false);
+    for (int s = 0; s < 2; ++s) load_split(s, skip_bad);
+    if (cfg.get_bool("asr.features.cmvn", true)) compute_cmvn(cfg.get_int("asr.features.cmvn_utterances", 500));
+    double seconds = 0;
+    for (const Utterance& u : utterances_[0]) seconds += static_cast<double>(u.samples) / kRate;
+    mean_seconds_ = utterances_[0].empty() ? 1.0 : seconds / static_cast<double>(utterances_[0].size());
+  }
+
+  torch::nn::Module& model() override { return *model_; }
+  int64_t size(Split split) const override { return static_cast<int64_t>(items_[index(split)].size()); }
+  ThroughputUnit throughput_unit() const override { return {"s audio", mean_seconds_}; }
+  bool prefetch_batches() const override { return true; }
+
+  std::vector<int64_t> train_order(int64_t epoch, int64_t seed, int64_t batch_size) override {
+    epoch_ = epoch;
+    std::vector<int64_t> order = shuffled_order(size(Split::Train), seed, epoch);
+    if (bucket_windows_ <= 0 || batch_size < 2) return order;
+    // Windows of bucket_windows batches sorted by duration, cut into batches, batches shuffled.
+    const auto& items = items_[0];
+    const auto length = [&](int64_t i) { return utterances_[0][static_cast<size_t>(items[static_cast<size_t>(i)])].samples; };
+    const int64_t n = static_cast<int64_t>(order.size()), window = bucket_windows_ * batch_size;
+    for (int64_t w = 0; w < n; w += window)
+      std::stable_sort(order.begin() + w, order.begin() + std::min(n, w + window),
+                       [&](int64_t a, int64_t b) { return length(a) < length(b); });
+    std::vector<std::vector<int64_t>> batches;
+    for (int64_t b = 0; b + batch_size <= n; b += batch_size) batches.emplace_back(order.begin() + b, order.begin() + b + batch_size);
+    std::mt19937_64 rng(draw_seed(static_cast<uint64_t>(seed), epoch, -1, 3));
+    for (size_t i = batches.size(); i > 1; --i) std::swap(batches[i - 1], batches[rng() % i]);
+    std::vector<int64_t> out;
+    for (const auto& b : batches) out.insert(out.end(), b.begin(), b.end());
+    out.insert(out.end(), order.begin() + static_cast<int64_t>(batches.size()) * batch_size, order.end());  // the remainder
+    return out;
+  }
+
+  Batch make_batch(Split split, const std::vector<int64_t>& indices, const at::Device& device) override {
+    const int s = index(split);
+    const bool train = split == Split::Train;
+    std::vector<at::Tensor> waves;
+    for (int64_t i : indices) {
+      const int64_t item = items_[s][static_cast<size_t>(i)];
+      at::Tensor audio = store_->field(splits_[s], "audio", item);
+      if (train && speed_perturb_) {
+        const double factor = std::array<double, 3>{0.9, 1.0, 1.1}[draw_seed(seed_, epoch_, item, 1) % 3];
+        if (factor != 1.0) audio = data::resample(audio, kRate * factor, kRate).view({-1});
+      }
+      waves.push_back(audio * 32768.0);  // Kaldi's scale
+    }
+    std::vector<at::Tensor> feats = data::fbank(waves, fbank_);
+    int64_t max_frames = 0, max_tokens = 0;
+    for (size_t k = 0; k < feats.size(); ++k) {
+      const int64_t item = items_[s][static_cast<size_t>(indices[k])];
+      if (cmvn_.ready()) feats[k] = cmvn_.apply(feats[k]);
+      if (train && spec_augment_) {
+        at::Generator g = at::detail::createCPUGenerator(draw_seed(seed_, epoch_, item, 2));
+        feats[k] = data::spec_augment(feats[k], spec_, g);
+      }
+      max_frames = std::max(max_frames, feats[k].size(0));
+      max_tokens = std::max<int64_t>(max_tokens, static_cast<int64_t>(utterances_[s][static_cast<size_t>(item)].tokens.size()));
+    }
+    const int64_t B = static_cast<int64_t>(indices.size());
+    at::Tensor input = at::zeros({B, max_frames, fbank_.num_mel_bins});
+    at::Tensor input_lengths = at::empty({B}, at::kLong), target = at::zeros({B, max_tokens}, at::kLong),
+               target_lengths = at::empty({B}, at::kLong);
+    for (int64_t b = 0; b < B; ++b) {
+      const at::Tensor& f = feats[static_cast<size_t>(b)];
+      input[b].narrow(0, 0, f.size(0)).copy_(f);
+      input_lengths[b] = f.size(0);
+      const std::vector<int>& tokens = utterances_[s][static_cast<size_t>(items_[s][static_cast<size_t>(indices[static_cast<size_t>(b)])])].tokens;
+      for (size_t t = 0; t < tokens.size(); ++t) target[b][static_cast<int64_t>(t)] = tokens[t];
+      target_lengths[b] = static_cast<int64_t>(tokens.size());
+    }
+    Batch batch;
+    batch.input = input.to(device);
+    batch.target = target.to(device);
+    batch.input_lengths = input_lengths.to(device);
+    batch.target_lengths = target_lengths.to(device);
+    batch.size = B;
+    batch.indices = indices;
+    return batch;
+  }
+
+  at::Tensor forward(const Batch& batch) override { return model_->encoder->forward(batch.input, batch.input_lengths).first; }
+
+  at::Tensor loss(const at::Tensor& prediction, const Batch& batch, Metrics& logged) override {
+    const auto [simple_scale, pruned_scale] = loss_scales(batch.step, warm_step_, simple_scale_);
+    const TransducerLoss p = losses_of(prediction, batch);
+    logged.emplace_back("train/simple_loss", p.simple.item<double>() / p.frames);
+    logged.emplace_back("train/pruned_loss", p.pruned.item<double>() / p.frames);
+    if (p.ctc.defined()) logged.emplace_back("train/ctc_loss", p.ctc.item<double>() / p.frames);
+    logged.emplace_back("train/nonfinite_utterances", static_cast<double>(p.nonfinite));
+    at::Tensor total = simple_scale * p.simple + pruned_scale * p.pruned;
+    if (p.ctc.defined()) total = total + loss_options_.ctc_scale * p.ctc;
+    return total / p.frames;
+  }
+
+  Metrics validation_metrics(const at::Tensor& prediction, const Batch& batch) override {
+    const TransducerLoss p = losses_of(prediction, batch);
+    const double loss = (simple_scale_ * p.simple.item<double>() + p.pruned.item<double>()) / p.frames;
+    const std::vector<std::vector<int>> hyps =
+        greedy_search(*model_, prediction.to(at::kFloat), encoder_lengths(batch), max_symbols_);
+    WordErrors errors;
+    for (size_t b = 0; b < hyps.size(); ++b)
+      errors += word_errors(utterances_[1][static_cast<size_t>(items_[1][static_cast<size_t>(batch.indices[b])])].text,
+                            tokenizer_.decode(hyps[b]));
+    return {{"val/loss", loss}, {"val/wer", 100.0 * errors.rate()}};
+  }
+
+  double metric_weight(const std::string& name, const Batch& batch) const override {
+    if (name != "val/wer") return static_cast<double>(batch.size);
+    double words = 0;
+    for (int64_t i : batch.indices) words += static_cast<double>(utterances_[1][static_cast<size_t>(items_[1][static_cast<size_t>(i)])].words);
+    return words;
+  }
+
+ private:
+  static constexpr double kRate = 16000;
+
+  int index(Split split) const { return split == Split::Train ? 0 : 1; }
+
+  at::Tensor encoder_lengths(const Batch& batch) const { return subsampled_frames(batch.input_lengths.to(at::kLong)); }
+
+  TransducerLoss losses_of(const at::Tensor& prediction, const Batch& batch) {
+    return transducer_loss(*model_, prediction, encoder_lengths(batch), batch.target, batch.target_lengths, loss_options_);
+  }
+
+  void load_split(int s, bool skip_bad) {
+    const std::string& split = splits_[s];
+    const std::vector<std::string> splits = store_->splits();
+    if (std::find(splits.begin(), splits.end(), split) == splits.end()) {
+      std::string have;
+      for (const std::string& x : splits) have += (have.empty() ? "" : ", ") + x;
+      throw config::ConfigError(store_path_ + ": no split '" + split + "' (asr." + (s == 0 ? "train" : "valid") +
+                                "_split); the store has " + (have.empty() ? "none" : have));
+    }
+    const std::vector<std::string> fields = store_->fields(split);
+    for (const char* f : {"audio", "text"})
+      if (std::find(fields.begin(), fields.end(), f) == fields.end())
+        throw config::ConfigError(store_path_ + ": split '" + split + "' has no '" + f + "' field" +
+                                  (std::string(f) == "text" ? " (no transcripts)" : "") +
+                                  "; an ASR store from `wavetrain data asr-synth` or `asr-import` has audio and text");
+    const int64_t n = store_->size(split);
+    if (n == 0) throw config::ConfigError(store_path_ + ": split '" + split + "' is empty");
+    // The shortest audio after the fastest speed perturbation must still give the subsampling
+    // its 7 feature frames.
+    const double fastest = s == 0 && speed_perturb_ ? 1.1 : 1.0;
+    for (int64_t i = 0; i < n; ++i) {
+      Utterance u;
+      u.samples = store_->length(split, "audio", i);
+      u.text = bytes_to_string(store_->field(split, "text", i));
+      u.tokens = tokenizer_.encode(u.text);
+      u.words = static_cast<int64_t>(split_words(u.text).size());
+      const int64_t frames = fbank_.num_frames(static_cast<int64_t>(std::floor(static_cast<double>(u.samples) / fastest)));
+      std::string problem;
+      if (subsampled_frames(frames) < 1) {
+        char text[200];
+        std::snprintf(text, sizeof text, "%lld samples (%.3f s) give %lld feature frames; the encoder's subsampling needs at least 7 (%.3f s%s)",
+                      static_cast<long long>(u.samples), static_cast<double>(u.samples) / kRate, static_cast<long long>(frames),
+                      static_cast<double>(fbank_.window_size() + 6 * fbank_.window_shift()) * fastest / kRate,
+                      fastest > 1 ? " before speed perturbation by 1.1" : "");
+        problem = text;
+      }
+      else if (u.words == 0)
+        problem = "the transcript is empty";
+      if (!problem.empty()) {
+        const std::string where = store_path_ + " split '" + split + "' item " + std::to_string(i) + " (" + store_->id(split, i) + ")";
+        if (!skip_bad) throw config::ConfigError(where + ": " + problem + "; data.skip_bad_items=true leaves such items out");
+        std::fprintf(stderr, "warning: %s: %s: left out\n", where.c_str(), problem.c_str());
+      } else {
+        items_[s].push_back(i);
+      }
+      utterances_[s].push_back(std::move(u));
+    }
+    if (items_[s].empty()) throw config::ConfigError(store_path_ + ": split '" + split + "' has no usable utterance");
+  }
+
+  void compute_cmvn(int64_t max_utterances) {
+    const int64_t n = std::min<int64_t>(max_utterances, static_cast<int64_t>(items_[0].size()));
+    std::vector<at::Tensor> waves;
+    for (int64_t k = 0; k < n; ++k) waves.push_back(store_->field(splits_[0], "audio", items_[0][static_cast<size_t>(k)]) * 32768.0);
+    for (const at::Tensor& f : data::fbank(waves, fbank_)) cmvn_.accumulate(f);
+    cmvn_.finalize();
+    at::NoGradGuard no_grad;
+    model_->feature_mean.copy_(cmvn_.mean());
+    model_->feature_std.copy_(cmvn_.std());
+  }
+
+  std::string store_path_;
+  std::shared_ptr<data::DatasetReader> store_;
+  std::string splits_[2];
+  Tokenizer tokenizer_;
+  Transducer model_;
+  uint64_t seed_ = 0;
+  int64_t epoch_ = 0;
+  std::vector<Utterance> utterances_[2];  // every item of the split, by store index
+  std::vector<int64_t> items_[2];         // the store indices used (bad items left out)
+  data::FbankOptions fbank_;
+  data::GlobalCmvn cmvn_;
+  data::SpecAugmentOptions spec_;
+  bool speed_perturb_ = true, spec_augment_ = true;
+  TransducerLossOptions loss_options_;
+  double simple_scale_ = 0.5, mean_seconds_ = 1.0;
+  int64_t warm_step_ = 2000, bucket_windows_ = 50;
+  int max_symbols_ = 1;
+};
+
+}  // namespace
+
+std::pair<double, double> loss_scales(int64_t step, int64_t warm_step, double simple_scale) {
+  if (step >= warm_step) return {simple_scale, 1.0};
+  const double f = static_cast<double>(step) / static_cast<double>(warm_step);
+  return {1.0 - f * (1.0 - simple_scale), 0.1 + 0.9 * f};
+}
+
+std::string tokenizer_path(const config::Config& cfg) {
+  if (cfg.has("asr.tokenizer") && !cfg.get_string("asr.tokenizer", "").empty()) return cfg.get_string("asr.tokenizer");
+  return (std::filesystem::path(cfg.get_string("asr.data")).parent_path() / "bpe.model").string();
+}
+
+TransducerConfig transducer_config_from(const config::Config& cfg, int64_t vocab_size) {
+  TransducerConfig c;
+  try {
+    c = transducer_preset(cfg.get_string("model.preset", "tiny"));
+  } catch (const std::invalid_argument& e) {
+    throw config::ConfigError(std::string("model.preset: ") + e.what());
+  }
+  c.vocab_size = vocab_size;
+  // A size key that is absent or null keeps the preset's value.
+  const auto given = [&](const std::string& key) { return cfg.has(key) && !cfg.value(key).is_null(); };
+  const auto set = [&](const char* key, int64_t& field) {
+    if (given(std::string("model.") + key)) field = cfg.get_int(std::string("model.") + key);
+  };
+  set("feature_dim", c.encoder.feature_dim);
+  set("subsampling_channels", c.encoder.subsampling_channels);
+  set("d_model", c.encoder.d_model);
+  set("num_heads", c.encoder.num_heads);
+  set("ff_dim", c.encoder.ff_dim);
+  set("num_layers", c.encoder.num_layers);
+  set("conv_kernel", c.encoder.conv_kernel);
+  set("predictor_dim", c.predictor_dim);
+  set("context_size", c.context_size);
+  set("joiner_dim", c.joiner_dim);
+  if (given("model.dropout")) c.encoder.dropout = cfg.get_float("model.dropout");
+  if (given("model.ctc_head")) c.ctc_head = cfg.get_bool("model.ctc_head");
+  try {
+    c.validate();
+  } catch (const std::invalid_argument& e) {
+    throw config::ConfigError(e.what());
+  }
+  return c;
+}
+
+std::unique_ptr<Task> make_asr_task(const config::Config& cfg) { return std::make_unique<AsrTask>(cfg); }
+
+}  // namespace wavetrain::experiments::asr

@@ -1,0 +1,147 @@
+// `wavetrain train +experiment=asr` as a user runs it, on a corpus the test synthesises: a few
+// steps lower the loss, a killed run resumes to bitwise-identical weights, bad stores are named.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "data/hdf5_store.h"
+#include "experiments/asr/tokenizer.h"
+#include "tests/run_process.h"
+#include "trainer/checkpoint.h"
+
+namespace fs = std::filesystem;
+using wavetrain::testing::ProcessResult;
+
+namespace {
+
+fs::path fresh(const std::string& name) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("wavetrain_asr_train_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+ProcessResult wavetrain_in(const fs::path& dir, const std::string& args, const std::string& env = "") {
+  return wavetrain::testing::run_shell("cd '" + dir.string() + "' && env " + env + " '" WAVETRAIN_BINARY "' " + args);
+}
+
+// A model small enough for a test: one block of width 32.
+const std::string kSmallModel =
+    "model.d_model=32 model.ff_dim=64 model.num_layers=1 model.predictor_dim=32 model.joiner_dim=32 "
+    "model.subsampling_channels=8 ";
+
+// The training losses of metrics.csv, in step order.
+std::vector<double> train_losses(const fs::path& csv_path) {
+  std::ifstream csv(csv_path);
+  std::string header, line;
+  std::getline(csv, header);
+  std::vector<std::string> columns;
+  std::stringstream hs(header);
+  for (std::string c; std::getline(hs, c, ',');) columns.push_back(c);
+  const size_t col = static_cast<size_t>(std::find(columns.begin(), columns.end(), "train/loss") - columns.begin());
+  std::vector<double> losses;
+  while (std::getline(csv, line)) {
+    std::stringstream ls(line);
+    std::string cell;
+    for (size_t i = 0; std::getline(ls, cell, ','); ++i)
+      if (i == col && !cell.empty()) losses.push_back(std::stod(cell));
+  }
+  return losses;
+}
+
+}  // namespace
+
+TEST(AsrTrain, AFewStepsLowerTheLossAndAKilledRunResumesBitwise) {
+  const fs::path dir = fresh("steps");
+  ProcessResult r = wavetrain_in(dir, "data asr-synth -o corpus --train 24 --dev 6 --test 0 --seed 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = wavetrain_in(dir, "data asr-bpe corpus/corpus.h5 --vocab 40");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  // 3 batches of 8 per epoch, 4 epochs: 12 steps; constant loss scales (no warm-up) so that the
+  // loss values are comparable from the first step.
+  const std::string common = "train +experiment=asr asr.data=corpus/corpus.h5 " + kSmallModel +
+                             "trainer.batch_size=8 trainer.max_epochs=4 trainer.seed=3 optimizer.lr=0.003 "
+                             "scheduler.name=constant asr.loss.warm_step=0 trainer.log_every_n_steps=1 "
+                             "trainer.checkpoint.every_n_steps=5 ";
+  r = wavetrain_in(dir, common + "run.dir=whole");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<double> losses = train_losses(dir / "whole/metrics.csv");
+  ASSERT_EQ(losses.size(), 12u);
+  const double first = (losses[0] + losses[1] + losses[2]) / 3, last = (losses[9] + losses[10] + losses[11]) / 3;
+  EXPECT_LT(last, 0.8 * first) << "first steps " << first << ", last steps " << last;
+  const nlohmann::json result = nlohmann::json::parse(std::ifstream(dir / "whole/result.json"));
+  EXPECT_TRUE(result["last"].contains("val/wer")) << result.dump();
+  EXPECT_GE(result["last"]["val/wer"].get<double>(), 0.0);
+  EXPECT_TRUE(result.contains("data_wait_seconds"));
+  std::ifstream log_file(dir / "whole/wavetrain.log");
+  const std::string log((std::istreambuf_iterator<char>(log_file)), std::istreambuf_iterator<char>());
+  EXPECT_NE(log.find("data: the training loop waited"), std::string::npos) << log;
+
+  // Killed at step 7 (last checkpoint at step 5, mid-epoch 2), then resumed.
+  r = wavetrain_in(dir, common + "run.dir=killed", "WAVETRAIN_FAULT_KILL_AT_STEP=7");
+  EXPECT_EQ(r.exit_code, 128 + 9) << r.err;
+  r = wavetrain_in(dir, common + "run.dir=killed trainer.resume=last");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const wavetrain::TrainingState whole = wavetrain::Checkpoint::load((dir / "whole/checkpoints/last.ckpt").string());
+  const wavetrain::TrainingState resumed = wavetrain::Checkpoint::load((dir / "killed/checkpoints/last.ckpt").string());
+  EXPECT_EQ(resumed.global_step, 12);
+  ASSERT_EQ(resumed.model.size(), whole.model.size());
+  for (size_t i = 0; i < whole.model.size(); ++i)
+    EXPECT_TRUE(at::equal(resumed.model[i].second, whole.model[i].second)) << whole.model[i].first;
+  // The CMVN statistics travel in the checkpoint.
+  bool has_cmvn = false;
+  for (const auto& [name, t] : whole.model) has_cmvn |= name == "feature_mean" && t.abs().sum().item<double>() > 0;
+  EXPECT_TRUE(has_cmvn);
+}
+
+TEST(AsrTrain, BadStoresAreNamed) {
+  const fs::path dir = fresh("bad");
+  // An utterance of 0.05 s: fewer feature frames than the subsampling needs.
+  {
+    wavetrain::data::DatasetWriter w((dir / "short.h5").string());
+    at::manual_seed(0);
+    const auto add = [&](const std::string& split, int64_t samples, const std::string& text, const std::string& id) {
+      at::Tensor t = at::empty({static_cast<int64_t>(text.size())}, at::kByte);
+      std::copy(text.begin(), text.end(), t.data_ptr<uint8_t>());
+      w.add(split, {{"audio", at::randn({samples}) * 0.1}, {"text", t}}, id);
+    };
+    for (int i = 0; i < 20; ++i) add("train", 16000, "call sarah at nine and then call peter at ten", "u" + std::to_string(i));
+    add("train", 800, "hi", "tiny-one");
+    add("dev", 16000, "call sarah", "d0");
+    w.finish();
+  }
+  wavetrain::experiments::asr::TokenizerTraining t;
+  t.store = (dir / "short.h5").string();
+  t.vocab_size = 20;
+  wavetrain::experiments::asr::train_tokenizer(t);
+  ProcessResult r = wavetrain_in(dir, "train +experiment=asr asr.data=short.h5 " + kSmallModel + "trainer.max_steps=1");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("short.h5 split 'train' item 20 (tiny-one): 800 samples (0.050 s) give"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("needs at least 7"), std::string::npos) << r.err;
+  // With data.skip_bad_items it is left out with a warning, and training runs.
+  r = wavetrain_in(dir, "train +experiment=asr asr.data=short.h5 " + kSmallModel +
+                            "trainer.max_steps=1 data.skip_bad_items=true trainer.batch_size=4");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: short.h5 split 'train' item 20 (tiny-one)"), std::string::npos) << r.err;
+
+  // A store without transcripts.
+  {
+    wavetrain::data::DatasetWriter w((dir / "audio_only.h5").string());
+    w.add("train", {{"audio", at::zeros({16000})}});
+    w.add("dev", {{"audio", at::zeros({16000})}});
+    w.finish();
+  }
+  r = wavetrain_in(dir, "train +experiment=asr asr.data=audio_only.h5 asr.tokenizer=bpe.model trainer.max_steps=1");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("audio_only.h5: split 'train' has no 'text' field (no transcripts)"), std::string::npos) << r.err;
+  // No tokenizer beside the store.
+  fs::create_directories(dir / "elsewhere");
+  fs::copy_file(dir / "short.h5", dir / "elsewhere/short.h5");
+  r = wavetrain_in(dir, "train +experiment=asr asr.data=elsewhere/short.h5 trainer.max_steps=1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("elsewhere/bpe.model: no such tokenizer model"), std::string::npos) << r.err;
+}
