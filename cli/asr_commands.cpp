@@ -1,10 +1,12 @@
 // The speech-recognition data commands:
 //   wavetrain data asr-synth -o DIR          the built-in corpus (DIR/corpus.h5), spoken by espeak-ng and flite
+//   wavetrain data asr-import -o STORE SPLIT=DIR ...   Kaldi data directories or LibriSpeech folders
 //   wavetrain data asr-bpe STORE --vocab N   a sentencepiece tokenizer from STORE's training transcripts
 #include <cstdio>
 #include <memory>
 
 #include "cli/commands.h"
+#include "experiments/asr/corpus_import.h"
 #include "experiments/asr/corpus_synth.h"
 #include "experiments/asr/tokenizer.h"
 
@@ -40,6 +42,30 @@ void add_asr_commands(CLI::App& app) {
     }
     std::printf("  %.2f h of audio in %.1f s (%.1f s of CPU: %.1f s per hour of audio)\n", total / 3600, r.wall_seconds, r.cpu_seconds,
                 total > 0 ? r.cpu_seconds / (total / 3600) : 0.0);
+  });
+
+  auto import = std::make_shared<asr::ImportOptions>();
+  auto pairs = std::make_shared<std::vector<std::string>>();
+  CLI::App* im = data->add_subcommand("asr-import", "Import speech: Kaldi data directories (wav.scp, text, segments, utt2spk) or LibriSpeech folders");
+  im->add_option("sources", *pairs, "SPLIT=DIR, e.g. train=data/train dev=LibriSpeech/dev-clean")->required();
+  im->add_option("-o,--output", import->store, "The ASR store to write")->required();
+  im->add_flag("--strict", import->strict, "A bad entry is an error (default: named in a warning and skipped)");
+  im->add_option("-j,--jobs", import->jobs, "Audio files decoded at once (default: the number of cores)");
+  im->callback([import, pairs] {
+    import->command = "wavetrain data asr-import -o " + import->store + (import->strict ? " --strict" : "");
+    import->sources.clear();
+    for (const std::string& p : *pairs) {
+      const size_t eq = p.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == p.size())
+        throw UsageError("asr-import: expected SPLIT=DIR (e.g. train=data/train), got '" + p + "'");
+      import->sources.push_back({p.substr(0, eq), p.substr(eq + 1)});
+      import->command += " " + p;
+    }
+    const asr::ImportReport r = asr::import_asr_data(*import);
+    std::printf("wrote %s\n", import->store.c_str());
+    for (const auto& s : r.splits)
+      std::printf("  %-12s %7lld utterances %8.1f min  from %s (%s)%s\n", s.split.c_str(), static_cast<long long>(s.utterances), s.seconds / 60,
+                  s.dir.c_str(), s.layout.c_str(), s.skipped ? (", " + std::to_string(s.skipped) + " skipped").c_str() : "");
   });
 
   auto bpe = std::make_shared<asr::TokenizerTraining>();
