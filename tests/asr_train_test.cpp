@@ -92,6 +92,18 @@ TEST(AsrTrain, AFewStepsLowerTheLossAndAKilledRunResumesBitwise) {
   ASSERT_EQ(resumed.model.size(), whole.model.size());
   for (size_t i = 0; i < whole.model.size(); ++i)
     EXPECT_TRUE(at::equal(resumed.model[i].second, whole.model[i].second)) << whole.model[i].first;
+  // With the CTC head, its loss joins in and is logged.
+  r = wavetrain_in(dir, common + "run.dir=ctc trainer.max_epochs=1 model.ctc_head=true asr.loss.ctc_scale=0.2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream ctc_csv(dir / "ctc/metrics.csv");
+  std::string ctc_header;
+  std::getline(ctc_csv, ctc_header);
+  EXPECT_NE(ctc_header.find("train/ctc_loss"), std::string::npos) << ctc_header;
+  EXPECT_EQ(train_losses(dir / "ctc/metrics.csv").size(), 3u);
+  r = wavetrain_in(dir, common + "run.dir=ctc2 trainer.max_epochs=1 asr.loss.ctc_scale=0.2");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("asr.loss.ctc_scale > 0 needs the CTC head: model.ctc_head=true"), std::string::npos) << r.err;
+
   // The CMVN statistics travel in the checkpoint.
   bool has_cmvn = false;
   for (const auto& [name, t] : whole.model) has_cmvn |= name == "feature_mean" && t.abs().sum().item<double>() > 0;

@@ -2,7 +2,8 @@
 //
 // Data: an ASR store (asr.data; corpus_synth.h's layout: "audio" float32 at 16 kHz and "text"
 // per utterance) and its tokenizer. A batch is made on the CPU: audio -> speed perturbation
-// (training: 0.9, 1.0 or 1.1, by libsoxr) -> 80-bin Kaldi fbank -> global CMVN -> SpecAugment
+// (training: 0.9, 1.0 or 1.1, by libsoxr) -> 80-bin Kaldi fbank -> global CMVN (the statistics of
+// the model's feature_mean/feature_std buffers, computed when the task is made) -> SpecAugment
 // (training) -> padded [B][T][80]; tokens padded [B][S]. Only the finished tensors move to the
 // device. Augmentation draws from (seed, epoch, item), so batches do not depend on threads or on
 // where a run was resumed. Training batches are made one ahead on a second thread, and hold items
@@ -29,6 +30,7 @@
 #include "data/audio_io.h"
 #include "data/fbank.h"
 #include "data/hdf5_store.h"
+#include "experiments/asr/seeding.h"
 #include "experiments/asr/decode.h"
 #include "experiments/asr/tokenizer.h"
 #include "experiments/asr/transducer_loss.h"
@@ -36,16 +38,6 @@
 
 namespace wavetrain::experiments::asr {
 namespace {
-
-uint64_t mix(uint64_t x) {  // splitmix64
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-uint64_t draw_seed(uint64_t seed, int64_t epoch, int64_t item, uint64_t stream) {
-  return mix(mix(mix(mix(seed) ^ static_cast<uint64_t>(epoch)) ^ static_cast<uint64_t>(item)) ^ stream);
-}
 
 std::string bytes_to_string(const at::Tensor& t) {
   return {reinterpret_cast<const char*>(t.data_ptr<uint8_t>()), static_cast<size_t>(t.numel())};
@@ -115,7 +107,7 @@ class AsrTask : public Task {
                        [&](int64_t a, int64_t b) { return length(a) < length(b); });
     std::vector<std::vector<int64_t>> batches;
     for (int64_t b = 0; b + batch_size <= n; b += batch_size) batches.emplace_back(order.begin() + b, order.begin() + b + batch_size);
-    std::mt19937_64 rng(draw_seed(static_cast<uint64_t>(seed), epoch, -1, 3));
+    std::mt19937_64 rng(seed_of(static_cast<uint64_t>(seed), epoch, -1, 3));
     for (size_t i = batches.size(); i > 1; --i) std::swap(batches[i - 1], batches[rng() % i]);
     std::vector<int64_t> out;
     for (const auto& b : batches) out.insert(out.end(), b.begin(), b.end());
@@ -131,18 +123,20 @@ class AsrTask : public Task {
       const int64_t item = items_[s][static_cast<size_t>(i)];
       at::Tensor audio = store_->field(splits_[s], "audio", item);
       if (train && speed_perturb_) {
-        const double factor = std::array<double, 3>{0.9, 1.0, 1.1}[draw_seed(seed_, epoch_, item, 1) % 3];
+        const double factor = std::array<double, 3>{0.9, 1.0, 1.1}[seed_of(seed_, epoch_, item, 1) % 3];
         if (factor != 1.0) audio = data::resample(audio, kRate * factor, kRate).view({-1});
       }
       waves.push_back(audio * 32768.0);  // Kaldi's scale
     }
     std::vector<at::Tensor> feats = data::fbank(waves, fbank_);
+    // The normalisation the model holds (a loaded checkpoint's, in evaluation), applied here on the CPU.
+    const at::Tensor mean = model_->feature_mean.to(at::kCPU), std = model_->feature_std.to(at::kCPU);
     int64_t max_frames = 0, max_tokens = 0;
     for (size_t k = 0; k < feats.size(); ++k) {
       const int64_t item = items_[s][static_cast<size_t>(indices[k])];
-      if (cmvn_.ready()) feats[k] = cmvn_.apply(feats[k]);
+      feats[k] = (feats[k] - mean) / std;
       if (train && spec_augment_) {
-        at::Generator g = at::detail::createCPUGenerator(draw_seed(seed_, epoch_, item, 2));
+        at::Generator g = at::detail::createCPUGenerator(seed_of(seed_, epoch_, item, 2));
         feats[k] = data::spec_augment(feats[k], spec_, g);
       }
       max_frames = std::max(max_frames, feats[k].size(0));
@@ -268,11 +262,12 @@ class AsrTask : public Task {
     const int64_t n = std::min<int64_t>(max_utterances, static_cast<int64_t>(items_[0].size()));
     std::vector<at::Tensor> waves;
     for (int64_t k = 0; k < n; ++k) waves.push_back(store_->field(splits_[0], "audio", items_[0][static_cast<size_t>(k)]) * 32768.0);
-    for (const at::Tensor& f : data::fbank(waves, fbank_)) cmvn_.accumulate(f);
-    cmvn_.finalize();
+    data::GlobalCmvn cmvn;
+    for (const at::Tensor& f : data::fbank(waves, fbank_)) cmvn.accumulate(f);
+    cmvn.finalize();
     at::NoGradGuard no_grad;
-    model_->feature_mean.copy_(cmvn_.mean());
-    model_->feature_std.copy_(cmvn_.std());
+    model_->feature_mean.copy_(cmvn.mean());
+    model_->feature_std.copy_(cmvn.std());
   }
 
   std::string store_path_;
@@ -285,7 +280,6 @@ class AsrTask : public Task {
   std::vector<Utterance> utterances_[2];  // every item of the split, by store index
   std::vector<int64_t> items_[2];         // the store indices used (bad items left out)
   data::FbankOptions fbank_;
-  data::GlobalCmvn cmvn_;
   data::SpecAugmentOptions spec_;
   bool speed_perturb_ = true, spec_augment_ = true;
   TransducerLossOptions loss_options_;

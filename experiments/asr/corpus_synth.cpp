@@ -21,6 +21,7 @@
 
 #include "data/audio_io.h"
 #include "data/hdf5_store.h"
+#include "experiments/asr/seeding.h"
 #include "experiments/asr/sentences.h"
 #include "experiments/common/run_program.h"
 
@@ -36,17 +37,6 @@ const std::vector<std::string> kAccents = {"en-us", "en-gb", "en-gb-scotland", "
 const std::vector<std::string> kTrainVariants = {"m1", "m2", "m3", "m5", "m7", "f1", "f2", "f4", "klatt", "klatt3"};
 const std::vector<std::string> kUnseenVariants = {"m4", "m6", "m8", "f3", "f5", "klatt2", "klatt4"};
 const std::vector<std::string> kFliteVoices = {"slt", "rms", "awb", "kal16", "kal"};
-
-// splitmix64: a well-mixed 64-bit seed from (seed, split, index, stream), the same on every platform.
-uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-uint64_t utterance_seed(uint64_t seed, size_t split, int64_t index, uint64_t stream) {
-  return mix(mix(mix(mix(seed) ^ split) ^ static_cast<uint64_t>(index)) ^ stream);
-}
 
 // Uniform in [0, 1) from the raw engine (the standard distributions differ between libraries).
 double uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0); }
@@ -69,7 +59,7 @@ struct Utterance {
 
 Utterance plan_utterance(const SynthOptions& o, size_t split_number, const std::string& split, int64_t index,
                          const std::vector<std::string>* sentences) {
-  std::mt19937_64 rng(utterance_seed(o.seed, split_number, index, 0));
+  std::mt19937_64 rng(seed_of(o.seed, split_number, index, 0));
   Utterance u;
   u.split = split;
   char id[64];
@@ -89,7 +79,7 @@ Utterance plan_utterance(const SynthOptions& o, size_t split_number, const std::
   u.brown_noise = rng() % 2 == 1;
   u.noise_seed = rng();
   if (sentences) u.text = (*sentences)[rng() % sentences->size()];
-  else u.text = SentenceGenerator(utterance_seed(o.seed, split_number, index, 1)).next();
+  else u.text = SentenceGenerator(seed_of(o.seed, split_number, index, 1)).next();
   return u;
 }
 

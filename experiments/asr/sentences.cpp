@@ -25,13 +25,21 @@ const Words kNames = {
     "laura", "leo", "lucas", "lucy", "maria", "mark", "martin", "mary", "matthew", "michael",
     "mohammed", "nadia", "nathan", "nina", "oliver", "olivia", "oscar", "patrick", "paul", "peter",
     "rachel", "robert", "rosa", "samuel", "sarah", "simon", "sofia", "sophie", "thomas", "victor",
-    "william", "zoe"};
+    "william", "zoe", "aaron", "abigail", "adrian", "aisha", "albert", "alex", "amir", "angela", "beatrice", "bruno",
+    "camille", "chloe", "claire", "connor", "diana", "dmitri", "dylan", "eleanor", "ethan", "eva", "fiona", "frank",
+    "gabriel", "hector", "helen", "hugo", "ian", "ingrid", "irene", "ivan", "jacob", "jonas", "joseph", "kate",
+    "keith", "lena", "lily", "louis", "marco", "megan", "miguel", "monica", "noah", "omar", "pablo", "priya",
+    "quentin", "raymond", "rebecca", "ruth", "sean", "stella", "tanya", "teresa", "tim", "ursula", "vera", "walter",
+    "yusuf", "zachary"};
 const Words kCities = {
     "amsterdam", "athens", "berlin", "boston", "brussels", "cairo", "chicago", "dallas", "denver", "dublin",
     "edinburgh", "glasgow", "helsinki", "houston", "istanbul", "lisbon", "london", "madrid", "manchester",
     "melbourne", "miami", "milan", "montreal", "moscow", "munich", "nairobi", "oslo", "paris", "prague",
     "rome", "seattle", "seoul", "stockholm", "sydney", "tokyo", "toronto", "vancouver", "vienna", "warsaw",
-    "zurich"};
+    "zurich", "adelaide", "antwerp", "barcelona", "belfast", "bergen", "bordeaux", "bristol", "budapest", "calgary",
+    "cardiff", "copenhagen", "delhi", "florence", "geneva", "hamburg", "krakow", "leeds", "lima", "liverpool",
+    "lyon", "marseille", "mumbai", "naples", "nice", "ottawa", "perth", "porto", "quebec", "riga", "salzburg",
+    "santiago", "seville", "singapore", "tallinn", "turin", "valencia", "venice", "winnipeg", "york"};
 const Words kDays = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"};
 const Words kRelativeDays = {"today", "tomorrow", "tonight", "this evening", "next week", "this weekend"};
 const Words kMonths = {"january", "february", "march", "april", "may", "june", "july", "august", "september",
@@ -40,20 +48,35 @@ const Words kItems = {
     "apples", "bananas", "batteries", "beans", "bread", "butter", "candles", "carrots", "cheese", "chocolate",
     "coffee", "cookies", "eggs", "envelopes", "flowers", "garlic", "grapes", "lemons", "light bulbs", "milk",
     "noodles", "onions", "oranges", "pasta", "peppers", "potatoes", "rice", "salt", "soap", "stamps",
-    "strawberries", "sugar", "tea bags", "tissues", "tomatoes", "towels", "water bottles", "yogurt"};
+    "strawberries", "sugar", "tea bags", "tissues", "tomatoes", "towels", "water bottles", "yogurt", "almonds",
+    "avocados", "bagels", "basil", "blueberries", "broccoli", "cabbages", "cereal", "cherries", "chickpeas",
+    "cucumbers", "flour", "ginger", "honey", "jam", "ketchup", "lentils", "lettuce", "mangoes", "mushrooms",
+    "mustard", "napkins", "oats", "olives", "pancakes", "peaches", "pears", "pineapples", "plums", "raisins",
+    "sausages", "spinach", "toothpaste", "vinegar", "walnuts", "sponges"};
 const Words kDevices = {"lights", "heating", "radio", "television", "fan", "oven", "kettle", "dishwasher",
-                        "washing machine", "air conditioning", "alarm", "printer", "speaker", "lamp"};
+                        "washing machine", "air conditioning", "alarm", "printer", "speaker", "lamp", "coffee machine",
+                        "humidifier", "projector", "sprinkler", "freezer", "microwave", "toaster", "router"};
 const Words kRooms = {"kitchen", "living room", "bedroom", "bathroom", "office", "garage", "hallway",
                       "dining room", "garden", "basement", "attic", "nursery"};
 const Words kTasks = {
     "buy a birthday present", "call the dentist", "water the plants", "feed the cat", "walk the dog",
     "pay the electricity bill", "book a table", "send the report", "pick up the kids", "return the library books",
     "renew my passport", "clean the windows", "check the tyres", "take my medicine", "back up the laptop",
-    "cancel the gym membership", "order new glasses", "bake a cake", "fix the bicycle", "post the letters"};
+    "cancel the gym membership", "order new glasses", "bake a cake", "fix the bicycle", "post the letters",
+    "collect the parcel", "vacuum the carpet", "iron the shirts", "repair the fence", "defrost the freezer",
+    "schedule a haircut", "prepare the presentation", "wrap the gifts", "sweep the porch", "polish the shoes",
+    "visit grandmother", "charge the camera", "print the tickets", "sign the contract", "mow the lawn"};
 const Words kGenres = {"jazz", "classical music", "rock music", "the news", "a podcast", "some blues",
                        "folk songs", "the radio", "relaxing music", "the top forty", "an audiobook", "piano music"};
 const Words kWeather = {"rain", "snow", "sunshine", "wind", "fog", "thunder", "frost", "a heatwave"};
-const Words kColours = {"red", "green", "blue", "yellow", "purple", "orange", "white", "black", "grey", "pink"};
+const Words kColours = {"red", "green", "blue", "yellow", "purple", "orange", "white", "black", "grey", "pink",
+                        "brown", "silver", "golden", "turquoise", "beige", "navy"};
+const Words kStreets = {"oak", "maple", "elm", "cedar", "willow", "station", "harbour", "market", "church", "mill",
+                        "bridge", "castle", "garden", "park", "river", "victoria", "king", "queen", "high", "north"};
+const Words kStreetKinds = {"street", "road", "avenue", "lane", "square", "drive"};
+const Words kDrinks = {"cappuccino", "espresso", "latte", "hot chocolate", "green tea", "lemonade", "orange juice",
+                       "smoothie", "iced coffee", "mineral water"};
+const Words kSizes = {"small", "medium", "large", "extra large"};
 const Words kUnits = {"minutes", "hours", "days", "weeks", "seconds"};
 const Words kVehicles = {"train", "bus", "flight", "ferry", "coach", "tram"};
 
@@ -109,7 +132,7 @@ std::string amount(Picker& p) {
 
 std::string sentence(Picker& p) {
   const std::string name = p.pick(kNames), other = p.pick(kNames);
-  switch (p.between(0, 19)) {
+  switch (p.between(0, 23)) {
     case 0: return "set an alarm for " + time_of_day(p) + (p.chance(40) ? std::string(" ") + p.pick(kRelativeDays) : "");
     case 1: return "call " + name + " " + when(p);
     case 2: return "remind me to " + std::string(p.pick(kTasks)) + " " + when(p);
@@ -131,8 +154,13 @@ std::string sentence(Picker& p) {
                     p.pick(kCities) + " take";
     case 17: return "the temperature in the " + std::string(p.pick(kRooms)) + " is " + spell_number(p.between(10, 30)) + " degrees";
     case 18: return "ask " + name + " and " + other + " to " + p.pick(kTasks) + " " + when(p);
-    default: return "flight " + spell_number(p.between(100, 999)) + " to " + p.pick(kCities) + " is delayed by " +
+    case 19: return "flight " + spell_number(p.between(100, 999)) + " to " + p.pick(kCities) + " is delayed by " +
                     amount(p) + " minutes";
+    case 20: return "navigate to " + spell_number(p.between(1, 199)) + " " + p.pick(kStreets) + " " + p.pick(kStreetKinds);
+    case 21: return "order a " + std::string(p.pick(kSizes)) + " " + p.pick(kDrinks) + " for " + name;
+    case 22: return "meet " + name + " at the corner of " + p.pick(kStreets) + " " + p.pick(kStreetKinds) + " and " +
+                    p.pick(kStreets) + " " + p.pick(kStreetKinds) + " " + when(p);
+    default: return "how far is " + std::string(p.pick(kCities)) + " from " + p.pick(kCities);
   }
 }
 
@@ -166,14 +194,14 @@ std::vector<std::string> SentenceGenerator::vocabulary() {
   for (int n = 0; n < 1000; ++n) add(spell_number(n));
   for (int n = 1; n <= 31; ++n) add(spell_ordinal(n));
   for (const Words* list : {&kNames, &kCities, &kDays, &kRelativeDays, &kMonths, &kItems, &kDevices, &kRooms, &kTasks,
-                            &kGenres, &kWeather, &kColours, &kUnits, &kVehicles})
+                            &kGenres, &kWeather, &kColours, &kUnits, &kVehicles, &kStreets, &kStreetKinds, &kDrinks, &kSizes})
     for (const char* w : *list) add(w);
   for (const char* name : kNames) words.insert(std::string(name) + "'s");
   // The templates' own words.
   add("set an alarm for call remind me to play in the turn on off add my shopping list what is weather move "
       "meeting with at leaves from platform owes dollars a timer send message saying i will be there going "
       "there book table for birthday paint before how long does take temperature degrees ask and flight delayed "
-      "by of next o'clock half past quarter noon midnight morning evening");
+      "by of next o'clock half past quarter noon midnight morning evening navigate order a meet corner far");
   return {words.begin(), words.end()};
 }
 
