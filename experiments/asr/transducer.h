@@ -7,8 +7,8 @@
 // ReLU. Output u depends on tokens u-context+1 .. u of the blank-prefixed sequence, nothing older.
 // Joiner: tanh(encoder_proj(enc) + predictor_proj(pred)) -> linear to the vocabulary.
 //
-// Presets: tiny (d 128, 4 layers: ~1.9 M parameters with 500 tokens), small (d 176, 6 layers:
-// ~4.8 M). Every size is also a config key (model.d_model, ...).
+// Presets: tiny (d 128, 4 layers: 1.96 M parameters with 500 tokens), small (d 176, 6 layers:
+// 5.1 M). Every size is also a config key (model.d_model, ...).
 #pragma once
 
 #include <torch/nn/module.h>
