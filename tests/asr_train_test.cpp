@@ -104,6 +104,19 @@ TEST(AsrTrain, AFewStepsLowerTheLossAndAKilledRunResumesBitwise) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("asr.loss.ctc_scale > 0 needs the CTC head: model.ctc_head=true"), std::string::npos) << r.err;
 
+  // The full RNN-T loss instead of the pruned one: the joiner on the whole grid.
+  r = wavetrain_in(dir, common + "run.dir=full trainer.max_epochs=2 asr.loss.type=full");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<double> full = train_losses(dir / "full/metrics.csv");
+  ASSERT_EQ(full.size(), 6u);
+  EXPECT_LT(full[5], full[0]);
+  // The pruned loss bounds the full one from above (it sums over fewer alignments), so the first
+  // step's loss, from the same initial weights and batch, is no smaller pruned than full.
+  EXPECT_GE(losses[0], full[0] - 1e-6);
+  r = wavetrain_in(dir, common + "run.dir=bad_type asr.loss.type=ctc");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("asr.loss.type must be pruned or full, got 'ctc'"), std::string::npos) << r.err;
+
   // The CMVN statistics travel in the checkpoint.
   bool has_cmvn = false;
   for (const auto& [name, t] : whole.model) has_cmvn |= name == "feature_mean" && t.abs().sum().item<double>() > 0;

@@ -73,6 +73,10 @@ class AsrTask : public Task {
     loss_options_.am_scale = cfg.get_float("asr.loss.am_scale", 0.0);
     loss_options_.prune_range = cfg.get_int("asr.loss.prune_range", 5);
     loss_options_.ctc_scale = cfg.get_float("asr.loss.ctc_scale", 0.0);
+    const std::string loss_type = cfg.get_string("asr.loss.type", "pruned");
+    if (loss_type != "pruned" && loss_type != "full")
+      throw config::ConfigError("asr.loss.type must be pruned or full, got '" + loss_type + "'");
+    loss_options_.full = loss_type == "full";
     warm_step_ = cfg.get_int("asr.loss.warm_step", 2000);
     bucket_windows_ = cfg.get_int("asr.bucket_windows", 50);
     max_symbols_ = static_cast<int>(cfg.get_int("decoding.max_sym_per_frame", 1));

@@ -23,11 +23,18 @@ TransducerLoss transducer_loss(TransducerImpl& model, const at::Tensor& encoder_
   o.reduction = losses::Reduction::kNone;
   const losses::RnntLossWithGrad simple =
       losses::rnnt_loss_smoothed_with_grad(lm, am, tokens, options.lm_scale, options.am_scale, o);
-  const int64_t s_range = std::min<int64_t>(options.prune_range, tokens.size(1) + 1);
-  const at::Tensor ranges = losses::get_rnnt_prune_ranges(simple.px_grad, simple.py_grad, boundary, s_range);
-  const auto [am_pruned, lm_pruned] =
-      losses::do_rnnt_pruning(model.joiner->project_encoder(enc), model.joiner->project_predictor(pred), ranges);
-  const at::Tensor pruned = losses::rnnt_loss_pruned(model.joiner->forward(am_pruned, lm_pruned), tokens, ranges, o);
+  at::Tensor pruned;
+  if (options.full) {
+    const at::Tensor logits = model.joiner->forward(model.joiner->project_encoder(enc).unsqueeze(2),
+                                                    model.joiner->project_predictor(pred).unsqueeze(1));  // [B][T][S+1][V]
+    pruned = losses::rnnt_loss(logits, tokens, o);
+  } else {
+    const int64_t s_range = std::min<int64_t>(options.prune_range, tokens.size(1) + 1);
+    const at::Tensor ranges = losses::get_rnnt_prune_ranges(simple.px_grad, simple.py_grad, boundary, s_range);
+    const auto [am_pruned, lm_pruned] =
+        losses::do_rnnt_pruning(model.joiner->project_encoder(enc), model.joiner->project_predictor(pred), ranges);
+    pruned = losses::rnnt_loss_pruned(model.joiner->forward(am_pruned, lm_pruned), tokens, ranges, o);
+  }
 
   TransducerLoss out;
   at::Tensor finite = at::isfinite(simple.loss).logical_and(at::isfinite(pruned));

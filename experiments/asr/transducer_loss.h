@@ -4,6 +4,9 @@
 //   simple = rnnt_loss_smoothed(lm, am, lm_scale, am_scale), with its gradients -> prune ranges
 //   pruned = rnnt_loss_pruned(joiner(encoder_proj(enc) and predictor_proj(pred) at the ranges))
 //   ctc    = CTC of the encoder's CTC head (only when ctc_scale > 0)
+// With `full`, the joiner runs on the whole [B][T][S+1] grid instead and `pruned` holds the full
+// RNN-T loss (torchaudio's rnnt_loss): every alignment trains, at S+1 / prune_range times the
+// joiner's cost; the simple loss is still computed (its weight may be set to 0).
 //
 // Everything in float32. Per utterance; an utterance with a non-finite loss (any of them) is left
 // out of the sums and counted (icefall drops such utterances instead of the whole batch).
@@ -19,6 +22,7 @@ struct TransducerLossOptions {
   double lm_scale = 0.25, am_scale = 0.0;
   int64_t prune_range = 5;
   double ctc_scale = 0.0;
+  bool full = false;
 };
 
 struct TransducerLoss {
