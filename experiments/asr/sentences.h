@@ -5,7 +5,7 @@
 // "half past seven"), single spaces. So the synthesiser reads exactly the transcript, and no text
 // normaliser stands between them.
 //
-// The vocabulary is the union of the word lists (455 words); vocabulary() lists it.
+// The vocabulary is the union of the word lists (734 words); vocabulary() lists it.
 #pragma once
 
 #include <cstdint>
