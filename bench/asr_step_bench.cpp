@@ -1,6 +1,7 @@
 // One training step of the `tiny` ASR transducer (experiments/asr/): Conformer forward, pruned
 // RNN-T loss (transducer_loss.h), backward and Adam, on a batch of 16 utterances of 2.55-3.0 s
-// (the same batch as bench/asr_step_baseline.py). Prints "median_ms parameters peak_rss_mb".
+// (the same batch as bench/asr_step_baseline.py). Prints "median_ms parameters peak_rss_mb" and the
+// medians of the parts: encoder forward, loss forward, backward, optimizer step (ms).
 // usage: wavetrain_bench_asr [THREADS] [REPEATS]
 #include <ATen/Parallel.h>
 #include <sys/resource.h>
@@ -41,18 +42,39 @@ int main(int argc, char** argv) {
   const at::Tensor feats = at::randn({B, 300, 80});
   asr::TransducerLossOptions options;
 
-  std::vector<double> ms;
+  // The step, and its parts: encoder forward, loss forward (predictor, joiner, the losses), backward,
+  // optimizer step.
+  std::vector<double> ms, parts[4];
+  const auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+  };
   for (int i = 0; i < repeats + 2; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     adam.zero_grad();
+    auto t = std::chrono::steady_clock::now();
     const auto [enc, frames] = model->encoder->forward(feats, lengths);
+    const double encode = since(t);
+    t = std::chrono::steady_clock::now();
     const asr::TransducerLoss l = asr::transducer_loss(*model, enc, frames, tokens, counts, options);
-    ((0.5 * l.simple + l.pruned) / l.frames).backward();
+    const at::Tensor loss = (0.5 * l.simple + l.pruned) / l.frames;
+    const double loss_ms = since(t);
+    t = std::chrono::steady_clock::now();
+    loss.backward();
+    const double backward = since(t);
+    t = std::chrono::steady_clock::now();
     adam.step();
-    if (i >= 2) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    const double step = since(t);
+    if (i >= 2) {
+      ms.push_back(since(t0));
+      for (const auto& [k, v] : {std::pair<int, double>{0, encode}, {1, loss_ms}, {2, backward}, {3, step}}) parts[k].push_back(v);
+    }
   }
-  std::sort(ms.begin(), ms.end());
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
   rusage r{};
   getrusage(RUSAGE_SELF, &r);
-  std::printf("%.1f %lld %.0f\n", ms[ms.size() / 2], static_cast<long long>(model->parameter_count()), r.ru_maxrss / 1024.0);
+  std::printf("%.1f %lld %.0f %.1f %.1f %.1f %.1f\n", median(ms), static_cast<long long>(model->parameter_count()), r.ru_maxrss / 1024.0,
+              median(parts[0]), median(parts[1]), median(parts[2]), median(parts[3]));
 }
