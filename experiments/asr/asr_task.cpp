@@ -31,6 +31,7 @@
 #include "data/fbank.h"
 #include "data/hdf5_store.h"
 #include "experiments/asr/seeding.h"
+#include "experiments/asr/corpus_synth.h"
 #include "experiments/asr/decode.h"
 #include "experiments/asr/tokenizer.h"
 #include "experiments/asr/transducer_loss.h"
@@ -38,10 +39,6 @@
 
 namespace wavetrain::experiments::asr {
 namespace {
-
-std::string bytes_to_string(const at::Tensor& t) {
-  return {reinterpret_cast<const char*>(t.data_ptr<uint8_t>()), static_cast<size_t>(t.numel())};
-}
 
 struct Utterance {
   int64_t samples = 0;
@@ -235,7 +232,7 @@ class AsrTask : public Task {
     for (int64_t i = 0; i < n; ++i) {
       Utterance u;
       u.samples = store_->length(split, "audio", i);
-      u.text = bytes_to_string(store_->field(split, "text", i));
+      u.text = utf8_field(store_->field(split, "text", i));
       u.tokens = tokenizer_.encode(u.text);
       u.words = static_cast<int64_t>(split_words(u.text).size());
       const int64_t frames = fbank_.num_frames(static_cast<int64_t>(std::floor(static_cast<double>(u.samples) / fastest)));

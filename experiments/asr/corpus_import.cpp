@@ -161,12 +161,6 @@ bool is_librispeech(const fs::path& dir) {
   return false;
 }
 
-at::Tensor bytes(const std::string& s) {
-  at::Tensor t = at::empty({static_cast<int64_t>(s.size())}, at::kByte);
-  std::copy(s.begin(), s.end(), t.data_ptr<uint8_t>());
-  return t;
-}
-
 }  // namespace
 
 ImportReport import_asr_data(const ImportOptions& o) {
@@ -244,12 +238,9 @@ ImportReport import_asr_data(const ImportOptions& o) {
           const at::Tensor& audio = cut[i - first][k];
           if (!audio.defined()) continue;
           const Utterance& u = recordings[i].utterances[k];
-          const double seconds = static_cast<double>(audio.numel()) / kCorpusSampleRate;
-          writer.add(source.split, {{"audio", audio}, {"text", bytes(u.text)}, {"speaker", bytes(u.speaker)},
-                                    {"duration", at::full({1}, seconds, at::kDouble)}},
-                     u.id);
+          writer.add(source.split, asr_store_item(audio, u.text, u.speaker), u.id);
           ++r.utterances;
-          r.seconds += seconds;
+          r.seconds += static_cast<double>(audio.numel()) / kCorpusSampleRate;
         }
     }
     r.skipped = bad.count - skipped_before;

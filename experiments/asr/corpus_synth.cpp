@@ -134,11 +134,6 @@ at::Tensor render(const Utterance& u, const fs::path& scratch) {
   return audio;
 }
 
-at::Tensor bytes(const std::string& s) {
-  at::Tensor t = at::empty({static_cast<int64_t>(s.size())}, at::kByte);
-  std::copy(s.begin(), s.end(), t.data_ptr<uint8_t>());
-  return t;
-}
 
 // The line of a program's --version output that holds its version ("version: flite-2.2-current ..."
 // is flite's second line), trimmed.
@@ -162,6 +157,21 @@ double cpu_seconds() {
 }
 
 }  // namespace
+
+data::Item asr_store_item(const at::Tensor& audio, const std::string& text, const std::string& speaker) {
+  const auto utf8 = [](const std::string& v) {
+    at::Tensor t = at::empty({static_cast<int64_t>(v.size())}, at::kByte);
+    std::copy(v.begin(), v.end(), t.data_ptr<uint8_t>());
+    return t;
+  };
+  const double seconds = static_cast<double>(audio.numel()) / kCorpusSampleRate;
+  return {{"audio", audio}, {"text", utf8(text)}, {"speaker", utf8(speaker)}, {"duration", at::full({1}, seconds, at::kDouble)}};
+}
+
+std::string utf8_field(const at::Tensor& bytes) {
+  const at::Tensor b = bytes.contiguous();
+  return {reinterpret_cast<const char*>(b.data_ptr<uint8_t>()), static_cast<size_t>(b.numel())};
+}
 
 std::vector<std::string> corpus_splits() { return {"train", "dev", "test-unseen-voices", "test-other-engine"}; }
 
@@ -283,9 +293,7 @@ SynthReport synthesize_corpus(const SynthOptions& o) {
     std::set<std::string> used;
     for (size_t i = 0; i < plan.size(); ++i) {
       const double seconds = static_cast<double>(audio[i].numel()) / kCorpusSampleRate;
-      writer.add(split, {{"audio", audio[i]}, {"text", bytes(plan[i].text)}, {"speaker", bytes(plan[i].voice.id())},
-                         {"duration", at::full({1}, seconds, at::kDouble)}},
-                 plan[i].id);
+      writer.add(split, asr_store_item(audio[i], plan[i].text, plan[i].voice.id()), plan[i].id);
       used.insert(plan[i].voice.id());
       r.seconds += seconds;
       audio[i] = at::Tensor();

@@ -17,13 +17,23 @@
 // sample_rate (16000) and corpus (JSON: the options, the voices of every split, program versions).
 #pragma once
 
+#include <ATen/ATen.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "data/hdf5_store.h"
+
 namespace wavetrain::experiments::asr {
 
 inline constexpr int kCorpusSampleRate = 16000;
+
+// One utterance as the store holds it (above); audio float32 [samples] at 16 kHz. Shared by
+// asr-synth and asr-import, so both write the same fields.
+data::Item asr_store_item(const at::Tensor& audio, const std::string& text, const std::string& speaker);
+// A UTF-8 field ("text", "speaker") back as a string.
+std::string utf8_field(const at::Tensor& bytes);
 
 struct SynthOptions {
   std::string dir;              // DIR: DIR/corpus.h5 is written

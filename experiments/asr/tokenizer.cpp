@@ -2,7 +2,6 @@
 #include "experiments/asr/tokenizer.h"
 
 #include <dlfcn.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -10,6 +9,7 @@
 #include <stdexcept>
 
 #include "data/hdf5_store.h"
+#include "experiments/asr/corpus_synth.h"
 #include "trainer/atomic_file.h"
 
 namespace wavetrain::experiments::asr {
@@ -102,10 +102,7 @@ TokenizerFiles train_tokenizer(const TokenizerTraining& o) {
   if (n == 0) throw std::runtime_error(o.store + ": the 'train' split is empty");
 
   std::vector<std::string> texts;
-  for (int64_t i = 0; i < n; ++i) {
-    const at::Tensor t = store.field("train", "text", i);
-    texts.emplace_back(reinterpret_cast<const char*>(t.data_ptr<uint8_t>()), static_cast<size_t>(t.numel()));
-  }
+  for (int64_t i = 0; i < n; ++i) texts.push_back(utf8_field(store.field("train", "text", i)));
   std::vector<const char*> sentences;
   std::vector<size_t> sizes;
   for (const std::string& t : texts) {
