@@ -121,6 +121,20 @@ TEST(Trainer, AccumulationEqualsALargerBatch) {
     EXPECT_LE((small.model[i].second - large.model[i].second).abs().max().item<double>(), 1e-6) << small.model[i].first;
 }
 
+TEST(Trainer, BatchPartsNeedATaskThatAllowsThemAndTheCpu) {
+  // toy_regression does not train parts at once: auto gives one part, an explicit count is refused.
+  EXPECT_EQ(fit("parts_auto", {"trainer.max_epochs=1", "+trainer.cpu_batch_parts=auto"}).global_step, 32);
+  EXPECT_EQ(fit("parts_one", {"trainer.max_epochs=1", "+trainer.cpu_batch_parts=1"}).global_step, 32);
+  try {
+    fit("parts_two", {"trainer.max_epochs=1", "+trainer.cpu_batch_parts=2"});
+    FAIL() << "2 parts for toy_regression";
+  } catch (const config::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("trainer.cpu_batch_parts=2: task toy_regression does not train batch parts in parallel"),
+              std::string::npos) << e.what();
+  }
+  EXPECT_THROW(fit("parts_zero", {"trainer.max_epochs=1", "+trainer.cpu_batch_parts=0"}), config::ConfigError);
+}
+
 TEST(Trainer, ClippingByNormAndByValueBoundsTheStep) {
   const StateDict start = initial_weights();
   auto step_of = [&](const TrainingState& s) {

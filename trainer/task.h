@@ -79,6 +79,11 @@ class Task {
   // Whether make_batch of Split::Train may run on a second thread while the previous batch trains
   // (the task's make_batch then must not touch the model or other state training changes).
   virtual bool prefetch_batches() const { return false; }
+  // Whether the trainer may cut a training batch into parts (trainer.cpu_batch_parts) and run
+  // forward and loss on them from several threads at once: the task's forward, loss and model must
+  // then be safe to call concurrently, and random operators in the model must draw their seeds from
+  // next_random_seed() (trainer/parallel_parts.h), not from ATen's default generator.
+  virtual bool parallel_batch_parts() const { return false; }
 };
 
 using TaskFactory = std::function<std::unique_ptr<Task>(const config::Config&)>;

@@ -1,6 +1,8 @@
 // The training loop; see trainer.h.
 #include "trainer/trainer.h"
 
+#include <ATen/Parallel.h>
+
 #include <torch/nn/module.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -20,9 +22,11 @@
 #include "trainer/atomic_file.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config/yaml_io.h"
+#include "trainer/fused_adam.h"
 #include "trainer/grad_scaler.h"
 #include "trainer/lr_scheduler.h"
 #include "trainer/metrics_csv.h"
+#include "trainer/parallel_parts.h"
 #include "trainer/progress.h"
 #include "trainer/tensorboard.h"
 #include "trainer/torch_compat.h"
@@ -35,7 +39,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::Config& cf
   const std::string name = cfg.get_string("optimizer.name", "adam");
   const double lr = cfg.get_float("optimizer.lr", 1e-3);
   const double weight_decay = cfg.get_float("optimizer.weight_decay", 0.0);
-  if (name == "adam") return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr).weight_decay(weight_decay));
+  if (name == "adam") return std::make_unique<FusedAdam>(params, torch::optim::AdamOptions(lr).weight_decay(weight_decay));
   if (name == "adamw")
     return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(lr).weight_decay(weight_decay));
   if (name == "sgd")
@@ -329,6 +333,30 @@ FitResult Trainer::fit() {
   // Seconds the training loop waited for its batches (made in line, or the prefetch not yet ready).
   double data_wait_seconds = 0;
   const bool prefetch = task->prefetch_batches();
+  // trainer.cpu_batch_parts: each training batch cut into this many parts that train at once, one
+  // per intra-op thread (parallel_parts.h); "auto" = the intra-op threads on the CPU with a task
+  // that allows it, else 1.
+  int64_t parts = 1;
+  {
+    const bool cpu = device_.device.is_cpu(), allowed = task->parallel_batch_parts();
+    const std::string text = cfg_.has("trainer.cpu_batch_parts") ? cfg_.get_string("trainer.cpu_batch_parts", "1") : "1";
+    if (text == "auto") {
+      parts = cpu && allowed ? at::get_num_threads() : 1;
+    } else {
+      parts = cfg_.get_int("trainer.cpu_batch_parts", 1);
+      if (parts < 1) throw config::ConfigError("trainer.cpu_batch_parts must be auto or >= 1, got " + text);
+      if (parts > 1 && !cpu)
+        throw config::ConfigError("trainer.cpu_batch_parts=" + text + " is for CPU training; this run's device is " + device_.device.str());
+      if (parts > 1 && !allowed)
+        throw config::ConfigError("trainer.cpu_batch_parts=" + text + ": task " + cfg_.get_string("task") +
+                                  " does not train batch parts in parallel");
+    }
+  }
+  if (parts > 1)
+    log_line("training each batch as " + std::to_string(parts) + " parts at once, one per thread (trainer.cpu_batch_parts)");
+  std::vector<at::Tensor> trainable;
+  for (const at::Tensor& p : model.parameters())
+    if (p.requires_grad()) trainable.push_back(p);
   const double start = now_();
   auto elapsed = [&] { return now_() - start; };  // this session's
   // trainer.max_time bounds the run, not one session: earlier sessions' time counts (Lightning's
@@ -497,8 +525,17 @@ FitResult Trainer::fit() {
       const int64_t first = (b * world + rank) * batch_size;
       return std::vector<int64_t>(order.begin() + first, order.begin() + std::min(n_train, first + batch_size));
     };
+    // A batch as the parts it trains in (one part unless trainer.cpu_batch_parts cuts it).
+    const auto make_parts = [&task, &device = device_.device, parts](const std::vector<int64_t>& indices) {
+      std::vector<Batch> out;
+      for (std::vector<int64_t>& part : cut_into_parts(indices, parts)) {
+        out.push_back(task->make_batch(Split::Train, part, device));
+        out.back().indices = std::move(part);
+      }
+      return out;
+    };
     // With a task that allows it, batch b + 1 is made on a second thread while batch b trains.
-    std::future<Batch> ahead;
+    std::future<std::vector<Batch>> ahead;
     int64_t ahead_number = -1;
     double loss_value = NAN;
     bool window_bad = false;  // a non-finite loss in this accumulation window (no scaler to catch it)
@@ -511,25 +548,35 @@ FitResult Trainer::fit() {
       if (b == window_start) optimizer->zero_grad();
       // Measured with the real clock, not now_ (which tests replace with one that ticks per reading).
       const auto wait_start = std::chrono::steady_clock::now();
-      Batch batch = ahead_number == b ? ahead.get() : task->make_batch(Split::Train, indices_of(b), device_.device);
+      std::vector<Batch> batch_parts = ahead_number == b ? ahead.get() : make_parts(indices_of(b));
       data_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
       if (prefetch && b + 1 < batches) {
         ahead_number = b + 1;
-        ahead = std::async(std::launch::async, [&task, &device = device_.device, next = indices_of(b + 1)] {
-          return task->make_batch(Split::Train, next, device);
-        });
+        ahead = std::async(std::launch::async, [&make_parts, next = indices_of(b + 1)] { return make_parts(next); });
       }
-      batch.step = step;
-      batch.indices = indices_of(b);
-      at::Tensor prediction;
-      {
-        AutocastGuard autocast(amp_);
-        prediction = task->forward(batch);
+      for (Batch& part : batch_parts) {
+        part.step = step;
+        items += part.size;
       }
       Metrics logged;
-      const at::Tensor loss = task->loss(prediction, batch, logged);  // fp32, outside autocast
-      loss_value = loss.item<double>();
-      items += batch.size;
+      at::Tensor loss;  // defined when the batch trained as one part
+      if (batch_parts.size() == 1) {
+        Batch& batch = batch_parts[0];
+        at::Tensor prediction;
+        {
+          AutocastGuard autocast(amp_);
+          prediction = task->forward(batch);
+        }
+        loss = task->loss(prediction, batch, logged);  // fp32, outside autocast
+        loss_value = loss.item<double>();
+      } else {
+        // The parts at once; their gradients are added to .grad here (parallel_parts.h).
+        const PartsResult r = train_parts(*task, batch_parts, trainable, amp_, scaler,
+                                          1.0 / static_cast<double>(window * static_cast<int64_t>(batch_parts.size())),
+                                          next_random_seed());
+        loss_value = r.finite ? r.loss : NAN;
+        logged = r.logged;
+      }
       if (!std::isfinite(loss_value) && !scaler.enabled()) {
         const std::string where = "non-finite loss " + config::format_float(loss_value) + " at step " +
                                   std::to_string(step) + " (epoch " + std::to_string(epoch) + ", batch " +
@@ -537,7 +584,7 @@ FitResult Trainer::fit() {
         if (on_nonfinite == "stop") throw std::runtime_error(where + "; set trainer.on_nonfinite=skip to skip such steps");
         log_line("warning: " + where + ": step skipped");
         window_bad = true;
-      } else {
+      } else if (loss.defined()) {
         scaler.scale(loss / static_cast<double>(window)).backward();
       }
       if (b + 1 < window_start + window) continue;  // more batches to accumulate

@@ -9,6 +9,7 @@
 // Data order: each epoch is a permutation drawn from (trainer.seed, epoch) alone, so a run is
 // reproducible for a seed and the order does not depend on how many random numbers the model used.
 // Config: trainer.{seed, max_epochs, max_steps, max_time, batch_size, accumulate_grad_batches,
+// cpu_batch_parts (1, N or auto: parallel_parts.h),
 // gradient_clip_val, gradient_clip_algorithm (norm|value, after unscaling), limit_train_batches,
 // limit_val_batches (int count or float fraction), fast_dev_run (one batch of each, no
 // checkpoints), on_nonfinite (skip|stop, when no gradient scaler skips for us), log_every_n_steps,
