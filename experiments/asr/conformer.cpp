@@ -1,6 +1,8 @@
 // The Conformer encoder (conformer.h).
 #include "experiments/asr/conformer.h"
 
+#include "experiments/asr/depthwise_conv.h"
+
 #include <ATen/ATen.h>
 
 #include <cmath>
@@ -64,7 +66,7 @@ ConformerBlockImpl::ConformerBlockImpl(const ConformerConfig& c) : heads_(c.num_
   ff2_in_ = register_module("ff2_in", torch::nn::Linear(c.d_model, c.ff_dim));
   ff2_out_ = register_module("ff2_out", torch::nn::Linear(c.ff_dim, c.d_model));
   final_norm_ = norm("final_norm");
-  dropout_ = register_module("dropout", torch::nn::Dropout(c.dropout));
+  dropout_ = register_module("dropout", experiments::Dropout(c.dropout));
 }
 
 at::Tensor ConformerBlockImpl::feed_forward(torch::nn::LayerNorm& norm, torch::nn::Linear& in, torch::nn::Linear& out, const at::Tensor& x) {
@@ -86,7 +88,7 @@ at::Tensor ConformerBlockImpl::attention(const at::Tensor& x, const at::Tensor& 
 at::Tensor ConformerBlockImpl::convolution(const at::Tensor& x, const at::Tensor& valid) {
   at::Tensor y = at::glu(pointwise_in_(conv_norm_(x)), -1);
   y = y.masked_fill(valid.logical_not().unsqueeze(-1), 0);  // padding must not reach real frames
-  y = depthwise_(y.transpose(1, 2)).transpose(1, 2);
+  y = depthwise_conv_time(y, depthwise_->weight, depthwise_->bias);
   return dropout_(pointwise_out_(at::silu(conv_inner_norm_(y))));
 }
 
@@ -105,7 +107,7 @@ ConformerImpl::ConformerImpl(ConformerConfig config) : config_(config) {
   conv2_ = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(c, c, 3).stride(2)));
   const int64_t f = ((config_.feature_dim - 1) / 2 - 1) / 2;
   subsampling_out_ = register_module("subsampling_out", torch::nn::Linear(c * f, config_.d_model));
-  dropout_ = register_module("dropout", torch::nn::Dropout(config_.dropout));
+  dropout_ = register_module("dropout", experiments::Dropout(config_.dropout));
   for (int64_t i = 0; i < config_.num_layers; ++i)
     blocks_.push_back(register_module("block" + std::to_string(i), ConformerBlock(config_)));
 }

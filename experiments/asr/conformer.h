@@ -7,19 +7,20 @@
 // the shortest that gives one output frame) and a linear map to d. Attention is multi-head self
 // attention with rotary position embeddings on queries and keys (Su et al. 2021: relative positions
 // without a [T][T] position table); padded frames are masked as keys. The convolution module is
-// pointwise (d -> 2d) + GLU, a depthwise convolution over time (padded frames zeroed first, so that
-// padding never leaks into real frames), layer norm (batch norm would mix padded frames into its
+// pointwise (d -> 2d) + GLU, a depthwise convolution over time (depthwise_conv.h; padded frames
+// zeroed first, so that padding never leaks into real frames), layer norm (batch norm would mix padded frames into its
 // statistics), SiLU, pointwise (d -> d).
 #pragma once
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/conv.h>
-#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
 #include <utility>
 #include <vector>
+
+#include "experiments/common/dropout.h"
 
 namespace wavetrain::experiments::asr {
 
@@ -57,7 +58,7 @@ class ConformerBlockImpl : public torch::nn::Module {
   torch::nn::Linear qkv_{nullptr}, attn_out_{nullptr};
   torch::nn::Linear pointwise_in_{nullptr}, pointwise_out_{nullptr};
   torch::nn::Conv1d depthwise_{nullptr};
-  torch::nn::Dropout dropout_{nullptr};
+  experiments::Dropout dropout_{nullptr};
 };
 TORCH_MODULE(ConformerBlock);
 
@@ -72,7 +73,7 @@ class ConformerImpl : public torch::nn::Module {
   ConformerConfig config_;
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr};
   torch::nn::Linear subsampling_out_{nullptr};
-  torch::nn::Dropout dropout_{nullptr};
+  experiments::Dropout dropout_{nullptr};
   std::vector<ConformerBlock> blocks_;
 };
 TORCH_MODULE(Conformer);
