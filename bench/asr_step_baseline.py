@@ -4,7 +4,7 @@
 # smoothed simple loss with its gradients, prune ranges, pruned joiner, pruned loss), Adam; batch
 # 16 utterances of ~3 s. Without fast_rnnt it falls back to torchaudio's full rnnt_loss and says so.
 # Prints "median_ms parameters peak_rss_mb loss_name".
-# usage: asr_step_baseline.py [THREADS] [REPEATS]
+# usage: asr_step_baseline.py [THREADS] [REPEATS] [VOCAB]
 import math
 import resource
 import sys
@@ -16,11 +16,12 @@ import torch.nn.functional as F
 
 threads = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+vocab = int(sys.argv[3]) if len(sys.argv) > 3 else 40
 torch.set_num_threads(threads)
 torch.set_flush_denormal(True)
 torch.manual_seed(0)
 
-D, FF, LAYERS, HEADS, KERNEL, CH, PRED, JOIN, VOCAB, CONTEXT = 128, 512, 4, 4, 15, 32, 128, 192, 500, 2
+D, FF, LAYERS, HEADS, KERNEL, CH, PRED, JOIN, VOCAB, CONTEXT = 128, 512, 4, 4, 15, 32, 128, 192, vocab, 2
 
 
 def rotary(x):

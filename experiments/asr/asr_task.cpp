@@ -94,6 +94,8 @@ class AsrTask : public Task {
   int64_t size(Split split) const override { return static_cast<int64_t>(items_[index(split)].size()); }
   ThroughputUnit throughput_unit() const override { return {"s audio", mean_seconds_}; }
   bool prefetch_batches() const override { return true; }
+  // The model's only random operator is its dropout (experiments/common/dropout.h).
+  bool parallel_batch_parts() const override { return true; }
 
   std::vector<int64_t> train_order(int64_t epoch, int64_t seed, int64_t batch_size) override {
     epoch_ = epoch;

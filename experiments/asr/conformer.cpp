@@ -39,12 +39,23 @@ at::Tensor subsampled_frames(const at::Tensor& frames) {
 
 at::Tensor rotary(const at::Tensor& x) {
   const int64_t T = x.size(2), half = x.size(3) / 2;
-  const auto opts = x.options().dtype(at::kFloat);
-  const at::Tensor inv_freq = at::pow(10000.0, -at::arange(half, opts) / static_cast<double>(half));
-  const at::Tensor angles = at::outer(at::arange(T, opts), inv_freq);  // [T][half]
-  const at::Tensor cos = angles.cos().to(x.scalar_type()), sin = angles.sin().to(x.scalar_type());
+  // The angle tables, made once per (frames, head size, dtype, device) on each thread: every block's
+  // queries and keys of a batch share them (8 calls per forward for the tiny model).
+  struct Tables {
+    int64_t T = -1, half = -1;
+    at::ScalarType type = at::kFloat;
+    at::Device device{at::kCPU};
+    at::Tensor cos, sin;
+  };
+  thread_local Tables t;
+  if (t.T != T || t.half != half || t.type != x.scalar_type() || t.device != x.device()) {
+    const auto opts = x.options().dtype(at::kFloat);
+    const at::Tensor inv_freq = at::pow(10000.0, -at::arange(half, opts) / static_cast<double>(half));
+    const at::Tensor angles = at::outer(at::arange(T, opts), inv_freq);  // [T][half]
+    t = {T, half, x.scalar_type(), x.device(), angles.cos().to(x.scalar_type()), angles.sin().to(x.scalar_type())};
+  }
   const at::Tensor a = x.narrow(3, 0, half), b = x.narrow(3, half, half);
-  return at::cat({a * cos - b * sin, a * sin + b * cos}, 3);
+  return at::cat({a * t.cos - b * t.sin, a * t.sin + b * t.cos}, 3);
 }
 
 ConformerBlockImpl::ConformerBlockImpl(const ConformerConfig& c) : heads_(c.num_heads) {
