@@ -34,6 +34,16 @@ const std::string kSmallModel =
     "model.d_model=32 model.ff_dim=64 model.num_layers=1 model.predictor_dim=32 model.joiner_dim=32 "
     "model.subsampling_channels=8 ";
 
+// A 24 + 6 utterance corpus in dir/corpus with a 40-piece tokenizer, as a user makes one.
+::testing::AssertionResult make_corpus(const fs::path& dir, int seed) {
+  for (const std::string& args : {"data asr-synth -o corpus --train 24 --dev 6 --test 0 --seed " + std::to_string(seed),
+                                  std::string("data asr-bpe corpus/corpus.h5 --vocab 40")}) {
+    const ProcessResult r = wavetrain_in(dir, args);
+    if (r.exit_code != 0) return ::testing::AssertionFailure() << "wavetrain " << args << ": " << r.err;
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // The training losses of metrics.csv, in step order.
 std::vector<double> train_losses(const fs::path& csv_path) {
   std::ifstream csv(csv_path);
@@ -57,10 +67,8 @@ std::vector<double> train_losses(const fs::path& csv_path) {
 
 TEST(AsrTrain, AFewStepsLowerTheLossAndAKilledRunResumesBitwise) {
   const fs::path dir = fresh("steps");
-  ProcessResult r = wavetrain_in(dir, "data asr-synth -o corpus --train 24 --dev 6 --test 0 --seed 1");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  r = wavetrain_in(dir, "data asr-bpe corpus/corpus.h5 --vocab 40");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(make_corpus(dir, 1));
+  ProcessResult r;
 
   // 3 batches of 8 per epoch, 4 epochs: 12 steps; constant loss scales (no warm-up) so that the
   // loss values are comparable from the first step.
@@ -131,10 +139,8 @@ TEST(AsrTrain, TwoRanksEqualOneRankTrainingTheSameBatchesAsTwoParts) {
   // into 2 parts (each part's loss / 2, summed). Without dropout (the ranks' generators differ from
   // the parts' streams) and without bucketing (which depends on the batch size), the weights agree.
   const fs::path dir = fresh("ranks");
-  ProcessResult r = wavetrain_in(dir, "data asr-synth -o corpus --train 24 --dev 6 --test 0 --seed 2");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  r = wavetrain_in(dir, "data asr-bpe corpus/corpus.h5 --vocab 40");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(make_corpus(dir, 2));
+  ProcessResult r;
   const std::string common = "train +experiment=asr asr.data=corpus/corpus.h5 " + kSmallModel +
                              "model.dropout=0 asr.bucket_windows=0 trainer.max_epochs=2 trainer.seed=4 optimizer.lr=0.003 "
                              "scheduler.name=constant asr.loss.warm_step=0 ";

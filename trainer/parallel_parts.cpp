@@ -103,6 +103,18 @@ ScopedRandomStream::~ScopedRandomStream() { stream = {had_, previous_seed_, prev
 
 // ---- One batch's parts ----
 
+int64_t batch_parts(const config::Config& cfg, const at::Device& device, const Task& task) {
+  const std::string key = "trainer.cpu_batch_parts", text = cfg.get_string(key, "1");
+  const bool cpu = device.is_cpu(), allowed = task.parallel_batch_parts();
+  if (text == "auto") return cpu && allowed ? at::get_num_threads() : 1;
+  const int64_t parts = cfg.get_int(key, 1);
+  if (parts < 1) throw config::ConfigError(key + " must be auto or >= 1, got " + text);
+  if (parts > 1 && !cpu) throw config::ConfigError(key + "=" + text + " is for CPU training; this run's device is " + device.str());
+  if (parts > 1 && !allowed)
+    throw config::ConfigError(key + "=" + text + ": task " + cfg.get_string("task", "") + " does not train batch parts in parallel");
+  return parts;
+}
+
 std::vector<std::vector<int64_t>> cut_into_parts(const std::vector<int64_t>& indices, int64_t parts) {
   const int64_t n = static_cast<int64_t>(indices.size()), k = std::max<int64_t>(1, std::min(parts, n));
   std::vector<std::vector<int64_t>> out;

@@ -47,6 +47,11 @@ class ScopedRandomStream {
 
 // ---- The trainer's use: one batch's parts ----
 
+// trainer.cpu_batch_parts for a run: a count >= 1, or "auto" = the intra-op threads when the
+// device is the CPU and the task allows parts (Task::parallel_batch_parts), else 1. Throws
+// config::ConfigError for a count below 1, or above 1 off the CPU or for a task without parts.
+int64_t batch_parts(const config::Config& cfg, const at::Device& device, const Task& task);
+
 // The indices of a batch cut into `parts` consecutive runs of as equal sizes as possible (the first
 // ones one longer); fewer parts when the batch is smaller than `parts`.
 std::vector<std::vector<int64_t>> cut_into_parts(const std::vector<int64_t>& indices, int64_t parts);

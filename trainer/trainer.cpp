@@ -1,8 +1,6 @@
 // The training loop; see trainer.h.
 #include "trainer/trainer.h"
 
-#include <ATen/Parallel.h>
-
 #include <torch/nn/module.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -333,25 +331,7 @@ FitResult Trainer::fit() {
   // Seconds the training loop waited for its batches (made in line, or the prefetch not yet ready).
   double data_wait_seconds = 0;
   const bool prefetch = task->prefetch_batches();
-  // trainer.cpu_batch_parts: each training batch cut into this many parts that train at once, one
-  // per intra-op thread (parallel_parts.h); "auto" = the intra-op threads on the CPU with a task
-  // that allows it, else 1.
-  int64_t parts = 1;
-  {
-    const bool cpu = device_.device.is_cpu(), allowed = task->parallel_batch_parts();
-    const std::string text = cfg_.has("trainer.cpu_batch_parts") ? cfg_.get_string("trainer.cpu_batch_parts", "1") : "1";
-    if (text == "auto") {
-      parts = cpu && allowed ? at::get_num_threads() : 1;
-    } else {
-      parts = cfg_.get_int("trainer.cpu_batch_parts", 1);
-      if (parts < 1) throw config::ConfigError("trainer.cpu_batch_parts must be auto or >= 1, got " + text);
-      if (parts > 1 && !cpu)
-        throw config::ConfigError("trainer.cpu_batch_parts=" + text + " is for CPU training; this run's device is " + device_.device.str());
-      if (parts > 1 && !allowed)
-        throw config::ConfigError("trainer.cpu_batch_parts=" + text + ": task " + cfg_.get_string("task") +
-                                  " does not train batch parts in parallel");
-    }
-  }
+  const int64_t parts = batch_parts(cfg_, device_.device, *task);
   if (parts > 1)
     log_line("training each batch as " + std::to_string(parts) + " parts at once, one per thread (trainer.cpu_batch_parts)");
   std::vector<at::Tensor> trainable;
