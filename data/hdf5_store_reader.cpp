@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +16,9 @@
 #include "data/hdf5_raw.h"
 #include "data/hdf5_store.h"
 #include "data/hdf5_store_common.h"
+
+// Defined by the sanitizer runtimes only (ASan, UBSan); a weak reference is null elsewhere.
+extern "C" void __sanitizer_set_death_callback(void (*callback)()) __attribute__((weak));
 
 namespace wavetrain::data {
 namespace {
@@ -25,6 +29,47 @@ using namespace store_detail;
 constexpr hsize_t kMaxMembers = 1u << 16;          // splits in a store, fields in a split
 constexpr int64_t kMaxItems = int64_t{1} << 28;    // items in a split
 constexpr int64_t kMaxItemBytes = int64_t{1} << 30;  // one field of one item, decoded
+
+// HDF5 1.10.8 trusts a chunked dataset's chunk size when it copies out of a decoded chunk: a file
+// that claims larger chunks than were written made H5Dread read past the decoded buffer (fuzzing,
+// docs/fuzzing.md). A store holds every chunk of its grid, so the index must hold exactly as many
+// chunks as the extent and the chunk size make, each found at its grid coordinate; chunks written
+// with another size lie elsewhere. Cost: one index lookup per chunk (256 KB of data), at open.
+std::string chunk_grid_problem(hid_t dataset) {
+  const Handle create(H5Dget_create_plist(dataset), H5Pclose);
+  if (H5Pget_layout(create.get()) != H5D_CHUNKED) return {};
+  const Handle space(H5Dget_space(dataset), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 1 || rank > H5S_MAX_RANK) return "its data has " + std::to_string(rank) + " dimensions";
+  std::vector<hsize_t> dims(static_cast<size_t>(rank)), chunk(static_cast<size_t>(rank)), cells_per_dim(static_cast<size_t>(rank));
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  if (H5Pget_chunk(create.get(), rank, chunk.data()) != rank) return "its chunk size cannot be read (damaged?)";
+  hsize_t cells = 1;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (chunk[d] == 0) return "its chunk size is 0 in dimension " + std::to_string(d) + " (damaged?)";
+    cells_per_dim[d] = dims[d] / chunk[d] + (dims[d] % chunk[d] != 0);
+    if (__builtin_mul_overflow(cells, cells_per_dim[d], &cells)) return "its chunk grid has more than 2^64 chunks (damaged?)";
+  }
+  hsize_t stored = 0;  // (1.10.8 takes no H5S_ALL here)
+  if (H5Dget_num_chunks(dataset, space.get(), &stored) < 0) return "its chunk index cannot be read (damaged?)";
+  if (stored != cells)
+    return "its chunk index holds " + std::to_string(stored) + " chunks where its size and chunk size make " + std::to_string(cells) +
+           " (damaged?)";
+  std::vector<hsize_t> cell(static_cast<size_t>(rank), 0), offset(static_cast<size_t>(rank));
+  for (hsize_t n = 0; n < cells; ++n) {
+    for (size_t d = 0; d < dims.size(); ++d) offset[d] = cell[d] * chunk[d];
+    haddr_t address = HADDR_UNDEF;
+    hsize_t bytes = 0;
+    unsigned filters = 0;
+    if (H5Dget_chunk_info_by_coord(dataset, offset.data(), &filters, &address, &bytes) < 0 || address == HADDR_UNDEF)
+      return "no chunk at row " + std::to_string(offset[0]) + " of its chunk grid (written with another chunk size? damaged)";
+    for (size_t d = dims.size(); d-- > 0;) {  // the next cell, last dimension fastest
+      if (++cell[d] < cells_per_dim[d]) break;
+      cell[d] = 0;
+    }
+  }
+  return {};
+}
 
 uint64_t header_address(hid_t object) {
 #if H5_VERSION_GE(1, 12, 0)
@@ -131,6 +176,12 @@ void run_in_probe_process(const std::string& path, const std::function<void()>& 
   const pid_t child = ::fork();
   if (child < 0) return;  // no probe, as with WAVETRAIN_STORE_PROBE=0
   if (child == 0) {
+    // A crash here must end the probe and nothing else. Handlers inherited from the parent (a
+    // crash reporter's, or a fuzzer's, which would record the probe's crash as the parent's
+    // finding) are dropped: the signal then kills the child and the parent turns it into an error.
+    for (const int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGALRM}) std::signal(sig, SIG_DFL);
+    // Under a sanitizer, an error it detects calls the death callback before exiting with status 1.
+    if (__sanitizer_set_death_callback != nullptr) __sanitizer_set_death_callback(nullptr);
     // _exit: no destructors, atexit handlers or stream flushes of the parent's state run here.
     ::alarm(120);
     int code = 0;
@@ -200,6 +251,7 @@ void DatasetReader::open(bool probe) {
       f.data = H5Dopen2(g.get(), (field + "/data").c_str(), access.get());
       const Handle off(H5Dopen2(g.get(), (field + "/offsets").c_str(), H5P_DEFAULT), H5Dclose);
       if (f.data < 0 || off.get() < 0) fail(path, where + " lacks its data or offsets dataset");
+      if (const std::string problem = chunk_grid_problem(f.data); !problem.empty()) fail(path, where + ": " + problem);
       const Handle type(H5Dget_type(f.data), H5Tclose);
       const std::optional<at::ScalarType> t = scalar_type_of(type.get());
       if (!t) fail(path, where + " has a data type the store does not use");

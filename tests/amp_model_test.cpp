@@ -158,7 +158,19 @@ TEST(AmpModels, NamFilesWithAbsurdSizesAreRefused) {
   expect_refused(with("dilations", {1, 1000000000}), "layers[0].dilations[1] is 1000000000; the limit is 1 to 65536");
   expect_refused(with("dilations", std::vector<int>(1000, 1)), "layers[0].dilations' length is 1000; the limit is 1 to 128");
   expect_refused(with("dilations", std::vector<int>(128, 65536)), "the receptive field (samples) is");
-  expect_refused(with("channels", "sixteen"), "type must be number");
+  expect_refused(with("channels", "sixteen"), "layers[0].channels must be an integer, found \"sixteen\"");
+  // The nam fuzzer's: a size past int64 was converted with a plain cast (undefined behaviour).
+  expect_refused(with("kernel_size", 1.1111111111111111e114), "layers[0].kernel_size must be an integer, found 1.11111111111111");
+  expect_refused(with("kernel_size", 3.5), "layers[0].kernel_size must be an integer, found 3.5");
+  expect_refused(with("channels", std::numeric_limits<uint64_t>::max()), "layers[0].channels must be an integer, found 18446744073709551615");
+  expect_refused(with("dilations", {1, -2.5}), "layers[0].dilations[1] must be an integer, found -2.5");
+  expect_refused(with("dilations", 4), "layers[0].dilations must be a list of integers, found a JSON number");
+  lstm["config"]["hidden_size"] = 1e300;
+  expect_refused(lstm, "LSTM config: hidden_size must be an integer, found 1e+300");
+  {  // an integral float (3.0) is a size, as NAM's own C++ reader takes it
+    std::ofstream(path) << with("kernel_size", 3.0).dump();
+    EXPECT_EQ(read_nam(path).wavenet->config().layers[0].kernel_size, 3);
+  }
   expect_refused(with("activation", "RdLU"), "layers[0].activation 'RdLU' is not one of Tanh, ReLU, Sigmoid, Hardtanh");
   nlohmann::json many = wavenet;
   many["config"]["layers"] = std::vector<nlohmann::json>(100, wavenet["config"]["layers"][0]);

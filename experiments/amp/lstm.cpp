@@ -1,6 +1,8 @@
 // NAM's LSTM (lstm.h).
 #include "experiments/amp/lstm.h"
 
+#include "experiments/amp/nam_json.h"
+
 #include <stdexcept>
 
 namespace wavetrain::experiments::amp {
@@ -25,9 +27,9 @@ LstmConfig lstm_config_from_json(const nlohmann::json& j) {
   LstmConfig c;
   for (const char* key : {"input_size", "hidden_size", "num_layers"})
     if (!j.is_object() || !j.contains(key)) throw std::invalid_argument(std::string("LSTM config: no '") + key + "'");
-  c.input_size = j.at("input_size").get<int64_t>();
-  c.hidden_size = j.at("hidden_size").get<int64_t>();
-  c.num_layers = j.at("num_layers").get<int64_t>();
+  c.input_size = nam_integer(j.at("input_size"), "LSTM config: input_size");
+  c.hidden_size = nam_integer(j.at("hidden_size"), "LSTM config: hidden_size");
+  c.num_layers = nam_integer(j.at("num_layers"), "LSTM config: num_layers");
   if (c.input_size != 1 || c.hidden_size < 1 || c.num_layers < 1)
     throw std::invalid_argument("LSTM config: needs input_size 1, hidden_size >= 1 and num_layers >= 1");
   if (c.num_layers > kLstmLimits.num_layers || c.hidden_size > kLstmLimits.hidden_size)

@@ -3,6 +3,7 @@
 
 #include <torch/nn/functional/activation.h>
 
+#include "experiments/amp/nam_json.h"
 #include "experiments/amp/wavenet_cpu.h"
 
 #include <stdexcept>
@@ -80,12 +81,12 @@ WaveNetConfig wavenet_config_from_json(const nlohmann::json& j) {
     const nlohmann::json& l = layers[i];
     LayerArrayConfig a;
     try {
-      a.input_size = require(l, "input_size", where).get<int64_t>();
-      a.condition_size = require(l, "condition_size", where).get<int64_t>();
-      a.head_size = require(l, "head_size", where).get<int64_t>();
-      a.channels = require(l, "channels", where).get<int64_t>();
-      a.kernel_size = require(l, "kernel_size", where).get<int64_t>();
-      a.dilations = require(l, "dilations", where).get<std::vector<int64_t>>();
+      a.input_size = nam_integer(require(l, "input_size", where), "WaveNet config: " + where + ".input_size");
+      a.condition_size = nam_integer(require(l, "condition_size", where), "WaveNet config: " + where + ".condition_size");
+      a.head_size = nam_integer(require(l, "head_size", where), "WaveNet config: " + where + ".head_size");
+      a.channels = nam_integer(require(l, "channels", where), "WaveNet config: " + where + ".channels");
+      a.kernel_size = nam_integer(require(l, "kernel_size", where), "WaveNet config: " + where + ".kernel_size");
+      a.dilations = nam_integers(require(l, "dilations", where), "WaveNet config: " + where + ".dilations");
       a.activation = require(l, "activation", where).get<std::string>();
       if (a.activation != "Tanh" && a.activation != "ReLU" && a.activation != "Sigmoid" && a.activation != "Hardtanh")
         throw std::invalid_argument("WaveNet config: " + where + ".activation '" + a.activation +
