@@ -2,13 +2,21 @@
 //   wavetrain data asr-synth -o DIR          the built-in corpus (DIR/corpus.h5), spoken by espeak-ng and flite
 //   wavetrain data asr-import -o STORE SPLIT=DIR ...   Kaldi data directories or LibriSpeech folders
 //   wavetrain data asr-bpe STORE --vocab N   a sentencepiece tokenizer from STORE's training transcripts
+// and transcription with a trained run:
+//   wavetrain transcribe RUN_OR_CKPT audio... [-o out.txt] [--format json] [--method modified_beam_search]
 #include <cstdio>
+#include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "experiments/asr/corpus_import.h"
 #include "experiments/asr/corpus_synth.h"
 #include "experiments/asr/tokenizer.h"
+#include "experiments/asr/transcribe.h"
+#include "trainer/atomic_file.h"
+#include "trainer/device.h"
 
 namespace wavetrain::cli {
 
@@ -78,6 +86,58 @@ void add_asr_commands(CLI::App& app) {
     const asr::TokenizerFiles f = asr::train_tokenizer(*bpe);
     std::printf("wrote %s and %s (%d pieces, from %lld transcripts)\n", f.model.c_str(), f.tokens.c_str(), f.vocab_size,
                 static_cast<long long>(f.sentences));
+  });
+
+  struct TranscribeCommand {
+    std::string model, tokenizer, output, format = "text", device = "auto";
+    std::vector<std::string> files;
+    asr::TranscribeOptions options;
+  };
+  auto tr = std::make_shared<TranscribeCommand>();
+  CLI::App* t = app.add_subcommand("transcribe", "Transcribe audio files of any length and format with a trained ASR run");
+  t->add_option("model", tr->model, "An ASR run directory (its best, else last checkpoint) or a checkpoint")->required();
+  t->add_option("audio", tr->files, "Audio files (any format libsndfile reads; resampled to 16 kHz, mixed to mono)")->required();
+  t->add_option("-o,--output", tr->output, "Write the transcripts here instead of stdout");
+  t->add_option("--format", tr->format, "text, or json with each token's time")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
+  t->add_option("--method", tr->options.decoding.method, "greedy_search or modified_beam_search")
+      ->check(CLI::IsMember({"greedy_search", "modified_beam_search"}))
+      ->capture_default_str();
+  t->add_option("--beam", tr->options.decoding.beam, "Hypotheses kept by modified beam search")->capture_default_str();
+  t->add_option("--tokenizer", tr->tokenizer, "The tokenizer (default: the run's)");
+  t->add_option("--device", tr->device, "auto, cpu, cuda, cuda:N or mps")->capture_default_str();
+  t->add_option("--max-piece", tr->options.max_piece_seconds, "Long audio is cut into pieces of at most this many seconds")
+      ->capture_default_str();
+  t->callback([tr] {
+    const DeviceChoice device = choose_device(DeviceRequest::parse(tr->device), probe_availability());
+    for (const std::string& w : device.warnings) std::cerr << "warning: " << w << "\n";
+    asr::Recognizer recognizer(tr->model, tr->tokenizer, device.device);
+    // Every file is transcribed before anything is written: a bad file leaves no partial output.
+    std::vector<asr::Transcript> transcripts;
+    double audio = 0, spent = 0;
+    for (const std::string& f : tr->files) {
+      transcripts.push_back(recognizer.transcribe_file(f, tr->options));
+      audio += transcripts.back().audio_seconds;
+      spent += transcripts.back().decode_seconds;
+    }
+    std::ostringstream out;
+    if (tr->format == "json") {
+      nlohmann::json j = nlohmann::json::array();
+      for (size_t i = 0; i < transcripts.size(); ++i) {
+        const asr::Transcript& x = transcripts[i];
+        nlohmann::json tokens = nlohmann::json::array();
+        for (const asr::TimedToken& k : x.tokens) tokens.push_back({{"token", k.piece}, {"time", k.seconds}});
+        j.push_back({{"file", tr->files[i]}, {"text", x.text}, {"duration", x.audio_seconds}, {"cuts", x.cuts},
+                     {"real_time_factor", x.decode_seconds > 0 ? x.audio_seconds / x.decode_seconds : 0.0}, {"tokens", tokens}});
+      }
+      out << j.dump(2) << "\n";
+    } else {
+      for (size_t i = 0; i < transcripts.size(); ++i)
+        out << (transcripts.size() > 1 ? tr->files[i] + "\t" : "") << transcripts[i].text << "\n";
+    }
+    if (tr->output.empty()) std::cout << out.str();
+    else write_file_atomic(tr->output, out.str());
+    std::fprintf(stderr, "transcribed %.1f s of audio in %.2f s (%.0fx real time) with %s\n", audio, spent,
+                 spent > 0 ? audio / spent : 0.0, recognizer.checkpoint().c_str());
   });
 }
 

@@ -8,6 +8,8 @@
 
 #include "cli/commands.h"
 #include "experiments/amp/report.h"
+#include "experiments/asr/asr_eval.h"
+#include "experiments/asr/asr_report.h"
 #include "trainer/amp.h"
 #include "trainer/atomic_file.h"
 #include "trainer/checkpoint.h"
@@ -29,20 +31,59 @@ struct EvalOptions {
   std::string split = "val";
 };
 
+// An ASR run's config, for evaluation: a named split becomes the validation split; CMVN is not
+// recomputed (the checkpoint holds the statistics the model was trained with); decoding keys that
+// runs from before they existed lack get their defaults, so that overrides can set them.
+void prepare_asr_eval_config(config::Node& tree, const std::string& split) {
+  if (split == "train") {
+    const config::Node* train = tree.find_path("asr.train_split");
+    tree.set_path("asr.valid_split", train ? *train : config::Node::string("train"));
+  }
+  else if (split != "val") tree.set_path("asr.valid_split", config::Node::string(split));
+  tree.set_path("asr.features.cmvn", config::Node::boolean(false));
+  if (!tree.find_path("decoding.method")) tree.set_path("decoding.method", config::Node::string("greedy_search"));
+  if (!tree.find_path("decoding.beam")) tree.set_path("decoding.beam", config::Node::integer(4));
+  if (!tree.find_path("decoding.max_sym_per_frame")) tree.set_path("decoding.max_sym_per_frame", config::Node::integer(1));
+}
+
+void run_asr_eval(Task& task, const config::Config& cfg, const at::Device& device, const AmpPolicy& amp, const std::string& checkpoint,
+                  int64_t step, const std::string& run_dir) {
+  namespace asr = experiments::asr;
+  asr::AsrEvalOptions options;
+  options.decoding.method = cfg.get_string("decoding.method");
+  options.decoding.beam = static_cast<int>(cfg.get_int("decoding.beam"));
+  options.decoding.max_symbols_per_frame = static_cast<int>(cfg.get_int("decoding.max_sym_per_frame"));
+  options.batch_size = cfg.get_int("trainer.batch_size", 32);
+  try {
+    options.decoding.validate();
+  } catch (const std::invalid_argument& e) {
+    throw config::ConfigError(e.what());
+  }
+  const asr::AsrEvalResult r = asr::evaluate_asr(task, device, amp, options);
+  const std::vector<std::string> files = asr::write_asr_eval_files(run_dir, r);
+  std::cout << checkpoint << " (step " << step << "), split " << r.split << ", " << r.method
+            << (r.method == "modified_beam_search" ? " (beam " + std::to_string(options.decoding.beam) + ")" : "") << ":\n";
+  std::cout << asr::kaldi_wer_line(r.stats.total) << "\n";
+  std::cout << std::fixed << std::setprecision(1) << "decoded " << r.audio_seconds << " s of audio in " << r.decode_seconds << " s: "
+            << r.real_time_factor() << "x real time\n";
+  for (const std::string& f : files) std::cout << "written: " << f << "\n";
+  const auto [html, md] = asr::write_asr_report(run_dir, checkpoint, step, r, dynamic_cast<const asr::AsrEvaluation&>(task));
+  std::cout << "report: " << html << " (and " << md << ")\n";
+}
+
 void run_eval(const EvalOptions& opt) {
   // A run directory means its best checkpoint (else its last); a file is a checkpoint.
-  fs::path checkpoint = opt.target, run_dir;
-  if (fs::is_directory(opt.target)) {
-    run_dir = opt.target;
-    checkpoint = run_dir / "checkpoints/best.ckpt";
-    if (!fs::exists(checkpoint)) checkpoint = run_dir / "checkpoints/last.ckpt";
-    if (!fs::exists(checkpoint))
-      throw std::runtime_error(opt.target + ": no checkpoints/best.ckpt or checkpoints/last.ckpt in this directory");
-  } else if (fs::exists(checkpoint.parent_path().parent_path() / ".wavetrain")) {
-    run_dir = checkpoint.parent_path().parent_path();
-  }
+  const fs::path checkpoint = Checkpoint::of_target(opt.target);
+  fs::path run_dir;
+  if (fs::is_directory(opt.target)) run_dir = opt.target;
+  else if (fs::exists(checkpoint.parent_path().parent_path() / ".wavetrain")) run_dir = checkpoint.parent_path().parent_path();
   const TrainingState state = Checkpoint::load(checkpoint.string());
   config::Node tree = config::load_yaml_string(state.config_yaml, checkpoint.string() + " (its config)");
+  const config::Node* task_name = tree.find_path("task");
+  const bool asr = task_name != nullptr && task_name->kind() == config::Node::Kind::String && task_name->string_value() == "asr";
+  if (asr) prepare_asr_eval_config(tree, opt.split);
+  else if (opt.split != "val" && opt.split != "train")
+    throw std::runtime_error("--split " + opt.split + ": this run's task has the splits val and train (named splits are for ASR runs)");
   for (const std::string& o : opt.overrides) config::apply_value_override(tree, o);
   const config::Config cfg(tree);
 
@@ -55,6 +96,11 @@ void run_eval(const EvalOptions& opt) {
   std::unique_ptr<Task> task = make_task(cfg.get_string("task"), cfg);
   task->model().to(device.device);
   load_state_dict(task->model(), state.model, /*strict=*/true, checkpoint.string());
+  if (asr) {
+    if (run_dir.empty()) run_dir = RunDirectory::create_for(cfg).path();
+    run_asr_eval(*task, cfg, device.device, amp, checkpoint.string(), state.global_step, run_dir.string());
+    return;
+  }
   const Metrics metrics = evaluate(*task, opt.split == "train" ? Split::Train : Split::Validation, device.device, amp,
                                    cfg.get_int("trainer.batch_size", 32));
 
@@ -88,7 +134,8 @@ void add_eval_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("eval", "Metrics of a trained model on a split, from a checkpoint or a run directory");
   cmd->add_option("target", opt->target, "A run directory (its best, else last checkpoint) or a checkpoint file")->required();
   cmd->add_option("overrides", opt->overrides, "Value overrides on the run's config, e.g. trainer.batch_size=256");
-  cmd->add_option("--split", opt->split, "Which split")->check(CLI::IsMember({"val", "train"}))->capture_default_str();
+  cmd->add_option("--split", opt->split, "val or train; for an ASR run, also any split of its store (test-unseen-voices)")
+      ->capture_default_str();
   cmd->callback([opt] { run_eval(*opt); });
 }
 

@@ -113,14 +113,14 @@ TEST(AsrModel, GreedySearchFollowsTheJoinerAndTheLengths) {
   params["output.bias"][4] = 1.0;
   const at::Tensor enc = at::randn({2, 6, 128});
   auto hyps = asr::greedy_search(*m, enc, at::tensor({6, 3}, at::kLong));
-  EXPECT_EQ(hyps[0], std::vector<int>(6, 4));
-  EXPECT_EQ(hyps[1], std::vector<int>(3, 4));
+  EXPECT_EQ(hyps[0].tokens, std::vector<int>(6, 4));
+  EXPECT_EQ(hyps[1].tokens, std::vector<int>(3, 4));
   hyps = asr::greedy_search(*m, enc, at::tensor({6, 3}, at::kLong), 3);
-  EXPECT_EQ(hyps[0].size(), 18u);
-  EXPECT_EQ(hyps[1].size(), 9u);
+  EXPECT_EQ(hyps[0].tokens.size(), 18u);
+  EXPECT_EQ(hyps[1].tokens.size(), 9u);
   params["output.bias"][0] = 2.0;  // now blank wins: nothing is emitted
   hyps = asr::greedy_search(*m, enc, at::tensor({6, 3}, at::kLong));
-  EXPECT_TRUE(hyps[0].empty() && hyps[1].empty());
+  EXPECT_TRUE(hyps[0].tokens.empty() && hyps[1].tokens.empty());
 }
 
 TEST(AsrModel, WordErrors) {

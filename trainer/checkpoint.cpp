@@ -10,6 +10,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
@@ -372,6 +373,14 @@ std::string Checkpoint::info(const std::string& path) {
   out << "  model: " << s.model.size() << " tensors, " << params << " values\n";
   tensors(*root.find("model"), "    ");
   return out.str();
+}
+
+std::string Checkpoint::of_target(const std::string& target) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(target)) return target;
+  for (const char* name : {"checkpoints/best.ckpt", "checkpoints/last.ckpt"})
+    if (fs::exists(fs::path(target) / name)) return (fs::path(target) / name).string();
+  throw std::runtime_error(target + ": no checkpoints/best.ckpt or checkpoints/last.ckpt in this directory");
 }
 
 }  // namespace wavetrain

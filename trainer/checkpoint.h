@@ -85,6 +85,10 @@ class Checkpoint {
   // Human-readable contents for `wavetrain ckpt info`: kind of file, versions, step, metrics, and
   // every tensor with its dtype and shape. Also works on a plain state dict.
   static std::string info(const std::string& path);
+  // What a user names a trained model by: a run directory means its checkpoints/best.ckpt, else
+  // checkpoints/last.ckpt; anything else is the checkpoint file itself. Throws std::runtime_error
+  // naming the directory when it has neither.
+  static std::string of_target(const std::string& target);
 };
 
 }  // namespace wavetrain

@@ -14,6 +14,7 @@
 
 #include "data/hdf5_store.h"
 #include "experiments/amp/amp_task.h"
+#include "experiments/common/report_html.h"
 #include "losses/audio_losses.h"
 #include "trainer/atomic_file.h"
 #include "trainer/checkpoint.h"
@@ -24,76 +25,8 @@ namespace fs = std::filesystem;
 namespace wavetrain::experiments::amp {
 namespace {
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using namespace report_html;
 
-std::string escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else o += c;
-  }
-  return o;
-}
-
-std::string number(double v, int digits = 4) {
-  std::ostringstream s;
-  s << std::setprecision(digits) << v;
-  return s.str();
-}
-
-struct Series {
-  std::string name, colour;
-  std::vector<double> x, y;
-};
-
-// A line plot as inline SVG: axes with min/max labels, one polyline per series, a legend.
-std::string line_plot(const std::string& title, const std::vector<Series>& series, const std::string& x_label,
-                      bool log_y = false) {
-  const double w = 640, h = 260, left = 60, right = 20, top = 30, bottom = 40;
-  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
-  auto ty = [&](double v) { return log_y ? std::log10(std::max(v, 1e-12)) : v; };
-  for (const Series& s : series)
-    for (size_t i = 0; i < s.x.size(); ++i) {
-      if (!std::isfinite(s.y[i])) continue;
-      x0 = std::min(x0, s.x[i]), x1 = std::max(x1, s.x[i]);
-      y0 = std::min(y0, ty(s.y[i])), y1 = std::max(y1, ty(s.y[i]));
-    }
-  if (!(x1 > x0)) x1 = x0 + 1;
-  if (!(y1 > y0)) y1 = y0 + 1;
-  std::ostringstream o;
-  o << "<svg xmlns='http://www.w3.org/2000/svg' class='plot' width='" << w << "' height='" << h << "' role='img' aria-label='"
-    << escape(title) << "'>";
-  o << "<text x='" << left << "' y='18' font-size='14' font-weight='bold'>" << escape(title) << "</text>";
-  o << "<rect x='" << left << "' y='" << top << "' width='" << w - left - right << "' height='" << h - top - bottom
-    << "' fill='none' stroke='#999'/>";
-  auto label_y = [&](double v) { return log_y ? number(std::pow(10.0, v), 3) : number(v, 3); };
-  o << "<text x='" << left - 4 << "' y='" << top + 10 << "' font-size='11' text-anchor='end'>" << label_y(y1) << "</text>";
-  o << "<text x='" << left - 4 << "' y='" << h - bottom << "' font-size='11' text-anchor='end'>" << label_y(y0) << "</text>";
-  o << "<text x='" << left << "' y='" << h - bottom + 14 << "' font-size='11'>" << number(x0, 4) << "</text>";
-  o << "<text x='" << w - right << "' y='" << h - bottom + 14 << "' font-size='11' text-anchor='end'>" << number(x1, 4) << "</text>";
-  o << "<text x='" << (left + w - right) / 2 << "' y='" << h - 8 << "' font-size='11' text-anchor='middle'>" << escape(x_label) << "</text>";
-  int legend = 0;
-  for (const Series& s : series) {
-    o << "<polyline fill='none' stroke='" << s.colour << "' stroke-width='1.2' points='";
-    for (size_t i = 0; i < s.x.size(); ++i) {
-      if (!std::isfinite(s.y[i])) continue;
-      const double px = left + (s.x[i] - x0) / (x1 - x0) * (w - left - right);
-      const double py = h - bottom - (ty(s.y[i]) - y0) / (y1 - y0) * (h - top - bottom);
-      o << number(px, 6) << "," << number(py, 6) << " ";
-    }
-    o << "'/><text x='" << w - right - 4 << "' y='" << top + 14 + 14 * legend++ << "' font-size='11' text-anchor='end' fill='"
-      << s.colour << "'>" << escape(s.name) << "</text>";
-  }
-  o << "</svg>";
-  return o.str();
-}
 
 // A spectrogram (dB, [frames][bins]) as an SVG grid of grey rectangles.
 std::string spectrogram_plot(const std::string& title, const at::Tensor& db, double lo, double hi, double seconds, double nyquist) {
@@ -126,31 +59,6 @@ at::Tensor spectrogram_db(const at::Tensor& x, int64_t fft = 1024) {
   const at::Tensor pooled = s.narrow(0, 0, bins / tb * tb).narrow(1, 0, frames / tf * tf)
                                 .reshape({bins / tb, tb, frames / tf, tf}).mean(at::IntArrayRef{1, 3});
   return (20 * (pooled + 1e-9).log10()).t();
-}
-
-std::map<std::string, Series> read_metrics_csv(const fs::path& path) {
-  std::map<std::string, Series> out;
-  std::ifstream in(path);
-  std::string line;
-  if (!std::getline(in, line)) return out;
-  std::vector<std::string> columns;
-  std::stringstream header(line);
-  for (std::string c; std::getline(header, c, ',');) columns.push_back(c);
-  while (std::getline(in, line)) {
-    std::stringstream row(line);
-    std::vector<std::string> cells;
-    for (std::string c; std::getline(row, c, ',');) cells.push_back(c);
-    if (cells.empty() || cells[0].empty()) continue;
-    const double step = std::stod(cells[0]);
-    for (size_t i = 2; i < columns.size() && i < cells.size(); ++i) {
-      if (cells[i].empty()) continue;
-      Series& s = out[columns[i]];
-      s.name = columns[i];
-      s.x.push_back(step);
-      s.y.push_back(std::stod(cells[i]));
-    }
-  }
-  return out;
 }
 
 }  // namespace

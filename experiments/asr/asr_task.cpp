@@ -40,14 +40,14 @@
 namespace wavetrain::experiments::asr {
 namespace {
 
-struct Utterance {
+struct StoredUtterance {
   int64_t samples = 0;
   std::string text;
   std::vector<int> tokens;
   int64_t words = 0;
 };
 
-class AsrTask : public Task {
+class AsrTask : public Task, public AsrEvaluation {
  public:
   explicit AsrTask(const config::Config& cfg)
       : store_path_(cfg.get_string("asr.data")),
@@ -56,8 +56,7 @@ class AsrTask : public Task {
         tokenizer_(tokenizer_path(cfg)),
         model_(transducer_config_from(cfg, tokenizer_.vocab_size())),
         seed_(static_cast<uint64_t>(cfg.get_int("trainer.seed", 0))) {
-    fbank_.num_mel_bins = static_cast<int>(model_->config().encoder.feature_dim);
-    fbank_.dither = 0.0;
+    fbank_ = asr_fbank_options(model_->config());
     speed_perturb_ = cfg.get_bool("asr.augment.speed_perturb", true);
     spec_augment_ = cfg.get_bool("asr.augment.spec_augment", true);
     spec_.freq_masks = static_cast<int>(cfg.get_int("asr.augment.freq_masks", 2));
@@ -76,7 +75,15 @@ class AsrTask : public Task {
     loss_options_.full = loss_type == "full";
     warm_step_ = cfg.get_int("asr.loss.warm_step", 2000);
     bucket_windows_ = cfg.get_int("asr.bucket_windows", 50);
-    max_symbols_ = static_cast<int>(cfg.get_int("decoding.max_sym_per_frame", 1));
+    decoding_.method = cfg.get_string("decoding.method", "greedy_search");
+    decoding_.beam = static_cast<int>(cfg.get_int("decoding.beam", 4));
+    decoding_.max_symbols_per_frame = static_cast<int>(cfg.get_int("decoding.max_sym_per_frame", 1));
+    decoding_.unk_id = tokenizer_.unk_id();
+    try {
+      decoding_.validate();
+    } catch (const std::invalid_argument& e) {
+      throw config::ConfigError(e.what());
+    }
     if (loss_options_.prune_range < 1)
       throw config::ConfigError("asr.loss.prune_range must be >= 1, got " + std::to_string(loss_options_.prune_range));
     if (warm_step_ < 0) throw config::ConfigError("asr.loss.warm_step must be >= 0, got " + std::to_string(warm_step_));
@@ -86,7 +93,7 @@ class AsrTask : public Task {
     for (int s = 0; s < 2; ++s) load_split(s, skip_bad);
     if (cfg.get_bool("asr.features.cmvn", true)) compute_cmvn(cfg.get_int("asr.features.cmvn_utterances", 500));
     double seconds = 0;
-    for (const Utterance& u : utterances_[0]) seconds += static_cast<double>(u.samples) / kRate;
+    for (const StoredUtterance& u : utterances_[0]) seconds += static_cast<double>(u.samples) / kRate;
     mean_seconds_ = utterances_[0].empty() ? 1.0 : seconds / static_cast<double>(utterances_[0].size());
   }
 
@@ -184,12 +191,11 @@ class AsrTask : public Task {
   Metrics validation_metrics(const at::Tensor& prediction, const Batch& batch) override {
     const TransducerLoss p = losses_of(prediction, batch);
     const double loss = (simple_scale_ * p.simple.item<double>() + p.pruned.item<double>()) / p.frames;
-    const std::vector<std::vector<int>> hyps =
-        greedy_search(*model_, prediction.to(at::kFloat), encoder_lengths(batch), max_symbols_);
+    const std::vector<Hypothesis> hyps = decode(*model_, prediction.to(at::kFloat), encoder_lengths(batch), decoding_);
     WordErrors errors;
     for (size_t b = 0; b < hyps.size(); ++b)
       errors += word_errors(utterances_[1][static_cast<size_t>(items_[1][static_cast<size_t>(batch.indices[b])])].text,
-                            tokenizer_.decode(hyps[b]));
+                            tokenizer_.decode(hyps[b].tokens));
     return {{"val/loss", loss}, {"val/wer", 100.0 * errors.rate()}};
   }
 
@@ -200,12 +206,26 @@ class AsrTask : public Task {
     return words;
   }
 
+  // AsrEvaluation
+  TransducerImpl& transducer() override { return *model_; }
+  const Tokenizer& tokenizer() const override { return tokenizer_; }
+  std::string store_path() const override { return store_path_; }
+  std::string validation_split() const override { return splits_[1]; }
+  AsrEvaluation::Utterance validation_utterance(int64_t i) const override {
+    const int64_t item = items_[1][static_cast<size_t>(i)];
+    const auto& u = utterances_[1][static_cast<size_t>(item)];
+    AsrEvaluation::Utterance out{store_->id(splits_[1], item), u.text, "", u.samples};
+    const std::vector<std::string> fields = store_->fields(splits_[1]);
+    if (std::find(fields.begin(), fields.end(), "speaker") != fields.end()) out.speaker = utf8_field(store_->field(splits_[1], "speaker", item));
+    return out;
+  }
+  at::Tensor validation_audio(int64_t i) const override { return store_->field(splits_[1], "audio", items_[1][static_cast<size_t>(i)]); }
+  at::Tensor encoder_lengths(const Batch& batch) const override { return subsampled_frames(batch.input_lengths.to(at::kLong)); }
+
  private:
   static constexpr double kRate = 16000;
 
   int index(Split split) const { return split == Split::Train ? 0 : 1; }
-
-  at::Tensor encoder_lengths(const Batch& batch) const { return subsampled_frames(batch.input_lengths.to(at::kLong)); }
 
   TransducerLoss losses_of(const at::Tensor& prediction, const Batch& batch) {
     return transducer_loss(*model_, prediction, encoder_lengths(batch), batch.target, batch.target_lengths, loss_options_);
@@ -232,7 +252,7 @@ class AsrTask : public Task {
     // its 7 feature frames.
     const double fastest = s == 0 && speed_perturb_ ? 1.1 : 1.0;
     for (int64_t i = 0; i < n; ++i) {
-      Utterance u;
+      StoredUtterance u;
       u.samples = store_->length(split, "audio", i);
       u.text = utf8_field(store_->field(split, "text", i));
       u.tokens = tokenizer_.encode(u.text);
@@ -280,7 +300,7 @@ class AsrTask : public Task {
   Transducer model_;
   uint64_t seed_ = 0;
   int64_t epoch_ = 0;
-  std::vector<Utterance> utterances_[2];  // every item of the split, by store index
+  std::vector<StoredUtterance> utterances_[2];  // every item of the split, by store index
   std::vector<int64_t> items_[2];         // the store indices used (bad items left out)
   data::FbankOptions fbank_;
   data::SpecAugmentOptions spec_;
@@ -288,7 +308,7 @@ class AsrTask : public Task {
   TransducerLossOptions loss_options_;
   double simple_scale_ = 0.5, mean_seconds_ = 1.0;
   int64_t warm_step_ = 2000, bucket_windows_ = 50;
-  int max_symbols_ = 1;
+  DecodingOptions decoding_;
 };
 
 }  // namespace
@@ -297,6 +317,13 @@ std::pair<double, double> loss_scales(int64_t step, int64_t warm_step, double si
   if (step >= warm_step) return {simple_scale, 1.0};
   const double f = static_cast<double>(step) / static_cast<double>(warm_step);
   return {1.0 - f * (1.0 - simple_scale), 0.1 + 0.9 * f};
+}
+
+data::FbankOptions asr_fbank_options(const TransducerConfig& config) {
+  data::FbankOptions o;
+  o.num_mel_bins = static_cast<int>(config.encoder.feature_dim);
+  o.dither = 0.0;
+  return o;
 }
 
 std::string tokenizer_path(const config::Config& cfg) {

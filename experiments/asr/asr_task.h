@@ -4,6 +4,8 @@
 
 #include <memory>
 
+#include "data/fbank.h"
+#include "experiments/asr/tokenizer.h"
 #include "experiments/asr/transducer.h"
 #include "trainer/task.h"
 
@@ -11,9 +13,32 @@ namespace wavetrain::experiments::asr {
 
 std::unique_ptr<Task> make_asr_task(const config::Config& cfg);
 
+// What evaluating an ASR run needs beyond Task (the "asr" task implements it): the model, the
+// tokenizer, and the validation split's utterances (asr.valid_split; `wavetrain eval --split`
+// sets it).
+class AsrEvaluation {
+ public:
+  virtual ~AsrEvaluation() = default;
+  struct Utterance {
+    std::string id, text, speaker;  // speaker: the store's "speaker" field ("" when it has none)
+    int64_t samples = 0;            // 16 kHz
+  };
+  virtual TransducerImpl& transducer() = 0;
+  virtual const Tokenizer& tokenizer() const = 0;
+  virtual std::string store_path() const = 0;
+  virtual std::string validation_split() const = 0;
+  virtual Utterance validation_utterance(int64_t i) const = 0;  // i < size(Split::Validation)
+  virtual at::Tensor validation_audio(int64_t i) const = 0;     // float32 [samples], 16 kHz
+  virtual at::Tensor encoder_lengths(const Batch& batch) const = 0;
+};
+
 // The model of model.preset (tiny, small) with any model.* size key overriding it, for
 // `vocab_size` tokens. Throws config::ConfigError naming the key.
 TransducerConfig transducer_config_from(const config::Config& cfg, int64_t vocab_size);
+
+// The features the model of `config` reads: Kaldi fbank of 16 kHz audio at Kaldi's scale (x 32768),
+// no dither; then the model's CMVN (feature_mean, feature_std).
+data::FbankOptions asr_fbank_options(const TransducerConfig& config);
 
 // The tokenizer of a run: asr.tokenizer, else bpe.model beside the store asr.data.
 std::string tokenizer_path(const config::Config& cfg);

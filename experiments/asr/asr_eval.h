@@ -1,0 +1,49 @@
+// Evaluating an ASR model on one split of its store (`wavetrain eval RUN --split NAME`): decode
+// every utterance (decode.h), score it as sclite does (wer.h), and write icefall's files to the
+// run directory:
+//   recogs-{split}-{method}.txt   every utterance's reference and hypothesis words
+//   errs-{split}-{method}.txt     WER, error counts, per-utterance alignment, top errors, per word
+//   wer-summary-{split}.txt       "settings\tWER", one line per decoding method evaluated, best first
+//   asr-eval-{split}-{method}.json the counts, WER per speaker (voice), decoding speed (for report.html)
+// Each file is written whole (atomic rename); an evaluation that fails writes nothing.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "experiments/asr/decode.h"
+#include "experiments/asr/wer.h"
+#include "trainer/amp.h"
+#include "trainer/task.h"
+
+namespace wavetrain::experiments::asr {
+
+struct AsrEvalOptions {
+  DecodingOptions decoding;
+  int64_t batch_size = 32;
+};
+
+struct AsrEvalResult {
+  std::string split, method;
+  std::vector<Recognition> results;  // in the store's order
+  std::vector<std::string> speakers;  // per result; "" where the store has none
+  std::vector<int64_t> samples;       // per result, 16 kHz
+  std::vector<Hypothesis> hypotheses;  // per result: tokens and their frames
+  ErrorStats stats;
+  std::map<std::string, WordErrors> by_speaker;
+  double audio_seconds = 0;
+  double decode_seconds = 0;  // features, encoder and search, wall clock
+  double real_time_factor() const { return decode_seconds > 0 ? audio_seconds / decode_seconds : 0; }
+};
+
+// Decodes the task's validation split (an "asr" task: asr.valid_split names the split).
+// Throws std::invalid_argument when the task is not an ASR task.
+AsrEvalResult evaluate_asr(Task& task, const at::Device& device, const AmpPolicy& amp, const AsrEvalOptions& options);
+
+// Writes the four files into `dir`; returns their paths (recogs, errs, summary, json).
+std::vector<std::string> write_asr_eval_files(const std::string& dir, const AsrEvalResult& result);
+
+}  // namespace wavetrain::experiments::asr

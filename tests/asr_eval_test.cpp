@@ -1,0 +1,290 @@
+// `wavetrain eval --split` and `wavetrain transcribe` on an ASR run, as a user runs them: icefall's
+// files whose counts sclite agrees with, both decoding methods in the summary, long audio cut in
+// its pauses, and bad input named with nothing written.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "data/audio_io.h"
+#include "data/hdf5_store.h"
+#include "experiments/asr/corpus_synth.h"
+#include "experiments/asr/transcribe.h"
+#include "experiments/asr/wer.h"
+#include "tests/run_process.h"
+#include "trainer/checkpoint.h"
+
+namespace fs = std::filesystem;
+using wavetrain::testing::ProcessResult;
+
+namespace {
+
+namespace asr = wavetrain::experiments::asr;
+
+ProcessResult wavetrain_in(const fs::path& dir, const std::string& args) {
+  return wavetrain::testing::run_shell("cd '" + dir.string() + "' && '" WAVETRAIN_BINARY "' " + args);
+}
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Bursts of noise ("words", 0.3 to 0.9 s) with silences between them (0.2 to 0.5 s): every cut
+// falls inside a silence, no piece is longer than the limit or shorter than 0.5 s.
+TEST(AsrTranscribe, LongAudioIsCutInItsPauses) {
+  at::manual_seed(3);
+  std::vector<at::Tensor> parts;
+  std::vector<std::pair<int64_t, int64_t>> silences;
+  int64_t at_sample = 0;
+  for (int w = 0; w < 120; ++w) {
+    const int64_t word = 4800 + (w * 7919) % 9600, gap = 3200 + (w * 104729) % 4800;
+    parts.push_back(at::randn({word}) * 0.3);
+    parts.push_back(at::zeros({gap}));
+    silences.emplace_back(at_sample + word, at_sample + word + gap);
+    at_sample += word + gap;
+  }
+  const at::Tensor audio = at::cat(parts);
+  for (const double limit : {4.0, 10.0, 20.0}) {
+    const std::vector<int64_t> cuts = asr::cut_points(audio, limit, 3.0);
+    ASSERT_GE(cuts.size(), static_cast<size_t>(static_cast<double>(audio.numel()) / 16000 / limit)) << limit;
+    int64_t previous = 0;
+    for (int64_t c : cuts) {
+      EXPECT_TRUE(std::any_of(silences.begin(), silences.end(), [&](const auto& s) { return c >= s.first && c < s.second; }))
+          << "cut at sample " << c << " is inside a word (limit " << limit << " s)";
+      EXPECT_LE(c - previous, static_cast<int64_t>(limit * 16000));
+      EXPECT_GE(c - previous, 8000);
+      previous = c;
+    }
+    EXPECT_GE(audio.numel() - previous, 8000);
+  }
+  EXPECT_TRUE(asr::cut_points(at::zeros({16000 * 5}), 20, 5).empty());
+}
+
+class AsrEvalRun : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::path(::testing::TempDir()) / ("wavetrain_asr_eval_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    for (const std::string& args :
+         {std::string("data asr-synth -o corpus --train 24 --dev 4 --test 5 --seed 4"), std::string("data asr-bpe corpus/corpus.h5 --vocab 40"),
+          std::string("train +experiment=asr asr.data=corpus/corpus.h5 model.d_model=32 model.ff_dim=64 model.num_layers=1 "
+                      "model.predictor_dim=32 model.joiner_dim=32 model.subsampling_channels=8 trainer.batch_size=8 trainer.max_epochs=1 "
+                      "trainer.cpu_batch_parts=1 asr.features.cmvn_utterances=24 run.dir=run")}) {
+      const ProcessResult r = wavetrain_in(dir_, args);
+      ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+    }
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static fs::path dir_;
+};
+fs::path AsrEvalRun::dir_;
+
+TEST_F(AsrEvalRun, EvalWritesIcefallsFilesThatScliteAgreesWith) {
+  ProcessResult r = wavetrain_in(dir_, "eval run --split test-unseen-voices");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(%WER (\d+\.\d\d) \[ (\d+) / (\d+), (\d+) ins, (\d+) del, (\d+) sub \])"))) << r.out;
+  const std::string wer = m[1];
+  const int64_t errors = std::stoll(m[2]), words = std::stoll(m[3]), ins = std::stoll(m[4]), del = std::stoll(m[5]), sub = std::stoll(m[6]);
+  EXPECT_EQ(errors, ins + del + sub);
+  EXPECT_NE(r.out.find("x real time"), std::string::npos) << r.out;
+
+  // recogs: every utterance of the split, in the store's order, references as stored.
+  const wavetrain::data::DatasetReader store((dir_ / "corpus/corpus.h5").string());
+  const std::string recogs = read(dir_ / "run/recogs-test-unseen-voices-greedy_search.txt");
+  std::istringstream lines(recogs);
+  std::vector<asr::Recognition> parsed;
+  const std::regex line(R"(^(.*):\t(ref|hyp)=\[(.*)\]$)");
+  for (std::string l; std::getline(lines, l);) {
+    ASSERT_TRUE(std::regex_match(l, m, line)) << l;
+    std::vector<std::string> words_of_line;
+    const std::string list = m[3];
+    const std::regex item(R"('([^']*)')");
+    for (auto it = std::sregex_iterator(list.begin(), list.end(), item); it != std::sregex_iterator(); ++it) words_of_line.push_back((*it)[1]);
+    if (m[2] == "ref") parsed.push_back({m[1], words_of_line, {}});
+    else parsed.back().hyp = words_of_line;
+  }
+  ASSERT_EQ(static_cast<int64_t>(parsed.size()), store.size("test-unseen-voices"));
+  int64_t reference_words = 0;
+  for (int64_t i = 0; i < store.size("test-unseen-voices"); ++i) {
+    EXPECT_EQ(parsed[static_cast<size_t>(i)].id, store.id("test-unseen-voices", i));
+    const std::string text = asr::utf8_field(store.field("test-unseen-voices", "text", i));
+    EXPECT_EQ(parsed[static_cast<size_t>(i)].ref, asr::split_words(text));
+    reference_words += static_cast<int64_t>(asr::split_words(text).size());
+  }
+  EXPECT_EQ(words, reference_words);
+
+  // errs: the same counts; and sclite, run on the recogs, counts the same.
+  const std::string errs = read(dir_ / "run/errs-test-unseen-voices-greedy_search.txt");
+  const std::string header = "%WER = " + wer + "\nErrors: " + std::to_string(ins) + " insertions, " + std::to_string(del) + " deletions, " +
+                             std::to_string(sub) + " substitutions, over " + std::to_string(words) + " reference words";
+  EXPECT_EQ(errs.rfind(header, 0), 0u) << errs;
+  const fs::path trn = dir_ / "trn";
+  fs::create_directories(trn);
+  std::ofstream ref(trn / "ref.trn"), hyp(trn / "hyp.trn");
+  for (const asr::Recognition& x : parsed) {
+    for (const std::string& w : x.ref) ref << w << " ";
+    for (const std::string& w : x.hyp) hyp << w << " ";
+    ref << "(spk_" << x.id << ")\n";  // sclite's speaker_utterance ids
+    hyp << "(spk_" << x.id << ")\n";
+  }
+  ref.close();
+  hyp.close();
+  r = wavetrain::testing::run_shell("sctk sclite -r '" + (trn / "ref.trn").string() + "' trn -h '" + (trn / "hyp.trn").string() +
+                                    "' trn -i spu_id -s -o pralign stdout");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int64_t s_sub = 0, s_del = 0, s_ins = 0;
+  const std::regex scores(R"(Scores: \(#C #S #D #I\) (\d+) (\d+) (\d+) (\d+))");
+  for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), scores); it != std::sregex_iterator(); ++it)
+    s_sub += std::stoll((*it)[2]), s_del += std::stoll((*it)[3]), s_ins += std::stoll((*it)[4]);
+  EXPECT_EQ(std::make_tuple(s_sub, s_del, s_ins), std::make_tuple(sub, del, ins));
+
+  // Beam search joins greedy search in the split's summary, lowest WER first.
+  r = wavetrain_in(dir_, "eval run --split test-unseen-voices decoding.method=modified_beam_search decoding.beam=4");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("modified_beam_search (beam 4)"), std::string::npos) << r.out;
+  const std::string summary = read(dir_ / "run/wer-summary-test-unseen-voices.txt");
+  EXPECT_TRUE(std::regex_match(summary, std::regex("settings\tWER\n(greedy_search|modified_beam_search)\t\\d+\\.\\d\\d\n"
+                                                   "(greedy_search|modified_beam_search)\t\\d+\\.\\d\\d\n")))
+      << summary;
+  EXPECT_TRUE(fs::exists(dir_ / "run/errs-test-unseen-voices-modified_beam_search.txt"));
+}
+
+TEST_F(AsrEvalRun, BadSplitsAndOptionsAreNamedAndWriteNothing) {
+  ProcessResult r = wavetrain_in(dir_, "eval run --split test-martian");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("corpus/corpus.h5: no split 'test-martian'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("test-unseen-voices"), std::string::npos) << r.err;  // what there is
+  r = wavetrain_in(dir_, "eval run --split dev decoding.method=beam");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("decoding.method 'beam' is not greedy_search or modified_beam_search"), std::string::npos) << r.err;
+  for (const auto& e : fs::directory_iterator(dir_ / "run")) {
+    EXPECT_EQ(e.path().filename().string().find("martian"), std::string::npos) << e.path();
+    EXPECT_EQ(e.path().filename().string().find("beam.txt"), std::string::npos) << e.path();
+  }
+}
+
+TEST_F(AsrEvalRun, TranscribeAnyLengthAsTextOrTimedJson) {
+  // Five test utterances end to end with 0.4 s between them, at 22.05 kHz in FLAC: resampled on
+  // reading, and cut into pieces of at most 4 s.
+  const wavetrain::data::DatasetReader store((dir_ / "corpus/corpus.h5").string());
+  std::vector<at::Tensor> parts;
+  for (int64_t i = 0; i < store.size("test-unseen-voices"); ++i) {
+    parts.push_back(store.field("test-unseen-voices", "audio", i));
+    parts.push_back(at::zeros({6400}));
+  }
+  const at::Tensor audio = at::cat(parts);
+  const double seconds = static_cast<double>(audio.numel()) / 16000;
+  ASSERT_GT(seconds, 8.0);
+  const at::Tensor resampled = wavetrain::data::resample(audio, 16000, 22050);
+  wavetrain::data::write_wav((dir_ / "long.wav").string(), resampled, 22050, wavetrain::data::WavSubtype::kFloat32);
+  ProcessResult r = wavetrain_in(dir_, "transcribe run long.wav --max-piece 4 --format json -o long.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("x real time"), std::string::npos) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(read(dir_ / "long.json"));
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["file"], "long.wav");
+  EXPECT_NEAR(j[0]["duration"].get<double>(), seconds, 0.01);
+  EXPECT_GE(j[0]["cuts"].size(), static_cast<size_t>(seconds / 4));
+  double previous = 0;
+  for (const auto& t : j[0]["tokens"]) {
+    EXPECT_GE(t["time"].get<double>(), previous);
+    EXPECT_LT(t["time"].get<double>(), seconds);
+    previous = t["time"].get<double>();
+  }
+  // Text: the same words as the JSON's, one line.
+  r = wavetrain_in(dir_, "transcribe run long.wav --max-piece 4");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, j[0]["text"].get<std::string>() + "\n");
+}
+
+TEST_F(AsrEvalRun, TranscribeNamesBadInputAndWritesNothing) {
+  std::ofstream(dir_ / "not_audio.wav") << "hello";
+  wavetrain::data::write_wav((dir_ / "empty.wav").string(), at::zeros({0}), 16000);
+  wavetrain::TrainingState other;
+  other.config_yaml = "task: amp\n";
+  wavetrain::Checkpoint::save((dir_ / "amp.ckpt").string(), other);
+  struct Case {
+    std::string args, expected;
+  };
+  for (const Case& c : {Case{"transcribe run not_audio.wav -o out.txt", "not_audio.wav"},
+                        Case{"transcribe run empty.wav -o out.txt", "empty.wav: no samples"},
+                        Case{"transcribe amp.ckpt empty.wav -o out.txt", "amp.ckpt: a checkpoint of a 'amp' run, not of an ASR model"},
+                        Case{"transcribe run missing.flac -o out.txt", "missing.flac"}}) {
+    const ProcessResult r = wavetrain_in(dir_, c.args);
+    EXPECT_EQ(r.exit_code, 1) << c.args;
+    EXPECT_NE(r.err.find(c.expected), std::string::npos) << c.args << ": " << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "out.txt"));
+}
+
+
+// The report after three evaluations: every split and method in its table and chart, the worst
+// utterances with players whose audio Chromium loads (headless: a copy of the page with a script
+// that records each player's duration once its metadata has loaded).
+TEST_F(AsrEvalRun, ReportShowsEveryEvaluationAndItsAudioLoads) {
+  for (const std::string& args : {std::string("eval run --split test-unseen-voices"), std::string("eval run --split dev"),
+                                  std::string("eval run --split test-unseen-voices decoding.method=modified_beam_search")}) {
+    const ProcessResult r = wavetrain_in(dir_, args);
+    ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+    EXPECT_NE(r.out.find("report: run/report.html (and run/report.md)"), std::string::npos) << r.out;
+  }
+  const std::string report = read(dir_ / "run/report.html");
+  EXPECT_EQ(report.find("http"), report.find("http://www.w3.org/2000/svg"));  // no network
+  EXPECT_EQ(report.find("<script"), std::string::npos);
+  // The table's numbers are the summaries'.
+  for (const char* split : {"test-unseen-voices", "dev"}) {
+    std::istringstream summary(read(dir_ / (std::string("run/wer-summary-") + split + ".txt")));
+    std::string line;
+    std::getline(summary, line);
+    int rows = 0;
+    while (std::getline(summary, line)) {
+      const std::string method = line.substr(0, line.find('\t')), wer = line.substr(line.find('\t') + 1);
+      char cell[200];
+      std::snprintf(cell, sizeof cell, "data-split='%s' data-method='%s'>%g%%<", split, method.c_str(), std::stod(wer));
+      EXPECT_NE(report.find(cell), std::string::npos) << cell;
+      ++rows;
+    }
+    EXPECT_EQ(rows, std::string(split) == "dev" ? 1 : 2);
+  }
+  for (const char* part : {"aria-label='WER per split (%)'", "aria-label='WER per engine (%)'", "aria-label='WER per voice, test-unseen-voices (%)'",
+                           "data-category='test-unseen-voices: espeak-ng'", "data-category='dev: espeak-ng'", "aria-label='Loss'", "Most frequent errors",
+                           "id='latest-wer'", "task: asr"})
+    EXPECT_NE(report.find(part), std::string::npos) << part;
+  const nlohmann::json latest = nlohmann::json::parse(read(dir_ / "run/asr-eval-test-unseen-voices-modified_beam_search.json"));
+  EXPECT_FALSE(latest["by_speaker"].empty());
+  for (const auto& [voice, w] : latest["by_speaker"].items())
+    EXPECT_NE(report.find("data-category='" + voice + "'"), std::string::npos) << voice;
+  size_t players = 0;
+  for (size_t p = report.find("<audio"); p != std::string::npos; p = report.find("<audio", p + 1)) ++players;
+  EXPECT_GT(players, 0u);  // a model trained for 3 steps gets most words wrong
+  EXPECT_TRUE(fs::exists(dir_ / "run/report.md"));
+
+  std::ofstream(dir_ / "run/probe.html") << report.substr(0, report.rfind("</body>"))
+                                         << "<script>for (const a of document.querySelectorAll('audio')) {"
+                                            "const mark = () => a.setAttribute('data-duration', a.duration.toFixed(3));"
+                                            "if (a.readyState >= 1) mark(); else a.addEventListener('loadedmetadata', mark);"
+                                            "a.addEventListener('error', () => a.setAttribute('data-error', 'yes'));}</script></body></html>";
+  const ProcessResult dom = wavetrain::testing::run_shell(
+      "timeout 90 chromium --headless --no-sandbox --disable-gpu --mute-audio --virtual-time-budget=10000 --dump-dom file://" +
+      (dir_ / "run/probe.html").string());
+  ASSERT_EQ(dom.exit_code, 0) << dom.err;
+  size_t svgs = 0, loaded = 0;
+  for (size_t p = dom.out.find("<svg"); p != std::string::npos; p = dom.out.find("<svg", p + 1)) ++svgs;
+  EXPECT_GE(svgs, 4u);  // WER per split, engine and voice, the loss (and validation WER)
+  const std::regex duration("data-duration=\"(\\d+\\.\\d+)\"");
+  for (auto it = std::sregex_iterator(dom.out.begin(), dom.out.end(), duration); it != std::sregex_iterator(); ++it) {
+    EXPECT_GT(std::stod((*it)[1]), 0.3);  // utterances of a few seconds
+    EXPECT_LT(std::stod((*it)[1]), 20.0);
+    ++loaded;
+  }
+  EXPECT_EQ(loaded, players) << dom.out.substr(0, 2000);
+  EXPECT_EQ(dom.out.find("data-error=\"yes\""), std::string::npos);
+}
+
+}  // namespace
