@@ -126,7 +126,7 @@ void add_asr_commands(CLI::App& app) {
         const asr::Transcript& x = transcripts[i];
         nlohmann::json tokens = nlohmann::json::array();
         for (const asr::TimedToken& k : x.tokens) tokens.push_back({{"token", k.piece}, {"time", k.seconds}});
-        j.push_back({{"file", tr->files[i]}, {"text", x.text}, {"duration", x.audio_seconds}, {"cuts", x.cuts},
+        j.push_back({{"file", tr->files[i]}, {"text", x.text}, {"duration", x.audio_seconds}, {"pieces", x.pieces},
                      {"real_time_factor", x.decode_seconds > 0 ? x.audio_seconds / x.decode_seconds : 0.0}, {"tokens", tokens}});
       }
       out << j.dump(2) << "\n";

@@ -33,35 +33,57 @@ std::string read(const fs::path& p) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-// Bursts of noise ("words", 0.3 to 0.9 s) with silences between them (0.2 to 0.5 s): every cut
-// falls inside a silence, no piece is longer than the limit or shorter than 0.5 s.
-TEST(AsrTranscribe, LongAudioIsCutInItsPauses) {
+// Bursts of noise ("words", 0.3 to 0.9 s) with silences between them (0.2 to 0.5 s) after 1 s of
+// silence, then 30 s of speech-like noise without a pause: every word lies whole in one piece; a
+// silence of 0.3 s or more ends a piece, which keeps 0.3 s of it, and the next piece starts where
+// the silence ends; the leading silence is left out; the pauseless stretch is cut into pieces no
+// longer than the limit.
+TEST(AsrTranscribe, PiecesAreTheSpeechBetweenPausesAndNoLongerThanTheLimit) {
   at::manual_seed(3);
-  std::vector<at::Tensor> parts;
-  std::vector<std::pair<int64_t, int64_t>> silences;
-  int64_t at_sample = 0;
-  for (int w = 0; w < 120; ++w) {
+  std::vector<at::Tensor> parts{at::zeros({16000})};
+  std::vector<std::pair<int64_t, int64_t>> words, silences;
+  int64_t at_sample = 16000;
+  for (int w = 0; w < 60; ++w) {
     const int64_t word = 4800 + (w * 7919) % 9600, gap = 3200 + (w * 104729) % 4800;
     parts.push_back(at::randn({word}) * 0.3);
     parts.push_back(at::zeros({gap}));
+    words.emplace_back(at_sample, at_sample + word);
     silences.emplace_back(at_sample + word, at_sample + word + gap);
     at_sample += word + gap;
   }
+  const int64_t pauseless = at_sample;
+  parts.push_back(at::randn({30 * 16000}) * 0.3 * (1 + at::sin(at::arange(30 * 16000) / 800.0)));  // loud and soft, never silent
   const at::Tensor audio = at::cat(parts);
-  for (const double limit : {4.0, 10.0, 20.0}) {
-    const std::vector<int64_t> cuts = asr::cut_points(audio, limit, 3.0);
-    ASSERT_GE(cuts.size(), static_cast<size_t>(static_cast<double>(audio.numel()) / 16000 / limit)) << limit;
-    int64_t previous = 0;
-    for (int64_t c : cuts) {
-      EXPECT_TRUE(std::any_of(silences.begin(), silences.end(), [&](const auto& s) { return c >= s.first && c < s.second; }))
-          << "cut at sample " << c << " is inside a word (limit " << limit << " s)";
-      EXPECT_LE(c - previous, static_cast<int64_t>(limit * 16000));
-      EXPECT_GE(c - previous, 8000);
-      previous = c;
+  for (const double limit : {4.0, 10.0}) {
+    asr::TranscribeOptions o;
+    o.max_piece_seconds = limit;
+    o.cut_search_seconds = 3;
+    const std::vector<std::pair<int64_t, int64_t>> pieces = asr::speech_pieces(audio, o);
+    ASSERT_FALSE(pieces.empty());
+    EXPECT_GE(pieces.front().first, 16000 - 400);  // the leading second of silence, to a 25 ms frame
+    for (const auto& [from, to] : words)
+      EXPECT_EQ(std::count_if(pieces.begin(), pieces.end(), [&](const auto& p) { return p.first <= from && to <= p.second; }), 1)
+          << "word " << from << "-" << to;
+    for (const auto& [from, to] : silences) {
+      if (to - from < 5600) continue;  // 0.35 s: a pause whatever the 10 ms frames' alignment
+      const auto ends = std::find_if(pieces.begin(), pieces.end(), [&](const auto& p) { return p.second > from; });
+      ASSERT_NE(ends, pieces.end());
+      EXPECT_NEAR(static_cast<double>(ends->second - from), 4800, 400) << "silence " << from << "-" << to;  // 0.3 s, to a frame
+      ASSERT_NE(ends + 1, pieces.end());
+      EXPECT_GE((ends + 1)->first, ends->second);
+      EXPECT_NEAR(static_cast<double>(to - (ends + 1)->first), 200, 200) << "silence " << from << "-" << to;
     }
-    EXPECT_GE(audio.numel() - previous, 8000);
+    int64_t previous_end = 0, after_pauses = 0;
+    for (const auto& [from, to] : pieces) {
+      EXPECT_GE(from, previous_end);
+      EXPECT_LE(to - from, static_cast<int64_t>(limit * 16000));
+      if (from >= pauseless) ++after_pauses;
+      previous_end = to;
+    }
+    EXPECT_EQ(previous_end, audio.numel());
+    EXPECT_GE(after_pauses, static_cast<int64_t>(30 / limit)) << limit;
   }
-  EXPECT_TRUE(asr::cut_points(at::zeros({16000 * 5}), 20, 5).empty());
+  EXPECT_TRUE(asr::speech_pieces(at::zeros({16000 * 5}), {}).empty());  // silence: nothing to decode
 }
 
 class AsrEvalRun : public ::testing::Test {
@@ -170,8 +192,8 @@ TEST_F(AsrEvalRun, BadSplitsAndOptionsAreNamedAndWriteNothing) {
 }
 
 TEST_F(AsrEvalRun, TranscribeAnyLengthAsTextOrTimedJson) {
-  // Five test utterances end to end with 0.4 s between them, at 22.05 kHz in FLAC: resampled on
-  // reading, and cut into pieces of at most 4 s.
+  // The test utterances end to end with 0.4 s between them, at 22.05 kHz: resampled on reading,
+  // and cut into one piece per utterance.
   const wavetrain::data::DatasetReader store((dir_ / "corpus/corpus.h5").string());
   std::vector<at::Tensor> parts;
   for (int64_t i = 0; i < store.size("test-unseen-voices"); ++i) {
@@ -190,7 +212,7 @@ TEST_F(AsrEvalRun, TranscribeAnyLengthAsTextOrTimedJson) {
   ASSERT_EQ(j.size(), 1u);
   EXPECT_EQ(j[0]["file"], "long.wav");
   EXPECT_NEAR(j[0]["duration"].get<double>(), seconds, 0.01);
-  EXPECT_GE(j[0]["cuts"].size(), static_cast<size_t>(seconds / 4));
+  EXPECT_EQ(j[0]["pieces"].size(), static_cast<size_t>(store.size("test-unseen-voices")));  // one per utterance
   double previous = 0;
   for (const auto& t : j[0]["tokens"]) {
     EXPECT_GE(t["time"].get<double>(), previous);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <stdexcept>
 
@@ -24,30 +25,67 @@ constexpr double kFrameSeconds = 0.04;  // an encoder frame: 4 feature frames of
 
 }  // namespace
 
-std::vector<int64_t> cut_points(const at::Tensor& audio, double max_piece_seconds, double cut_search_seconds) {
-  const int64_t n = audio.numel(), max_piece = static_cast<int64_t>(max_piece_seconds * kRate);
-  const int64_t window = 400, hop = 160;  // 25 ms of RMS every 10 ms
-  const int64_t search = std::clamp<int64_t>(static_cast<int64_t>(cut_search_seconds * kRate), hop, max_piece - static_cast<int64_t>(0.5 * kRate));
+std::vector<std::pair<int64_t, int64_t>> speech_pieces(const at::Tensor& audio, const TranscribeOptions& options) {
   const at::Tensor x = audio.to(at::kFloat).contiguous().view({-1});
   const float* s = x.data_ptr<float>();
-  std::vector<int64_t> cuts;
-  const int64_t shortest = static_cast<int64_t>(0.5 * kRate);
-  for (int64_t start = 0; n - start > max_piece;) {
-    // The quietest window ending by start + max_piece, at most `search` before it, and leaving
-    // at least 0.5 s after the cut.
-    const int64_t end = std::min(start + max_piece, n - shortest);
-    int64_t best = end - window;
-    double quietest = INFINITY;
-    for (int64_t at = end - search; at + window <= end; at += hop) {
-      double energy = 0;
-      for (int64_t k = 0; k < window; ++k) energy += static_cast<double>(s[at + k]) * s[at + k];
-      if (energy < quietest) quietest = energy, best = at;
-    }
-    const int64_t cut = best + window / 2;
-    cuts.push_back(cut);
-    start = cut;
+  const int64_t n = x.numel(), window = 400, hop = 160;  // RMS over 25 ms every 10 ms
+  const int64_t frames = n < window ? 0 : (n - window) / hop + 1;
+  if (frames == 0) return n > 0 ? std::vector<std::pair<int64_t, int64_t>>{{0, n}} : std::vector<std::pair<int64_t, int64_t>>{};
+  std::vector<double> rms(static_cast<size_t>(frames));
+  for (int64_t f = 0; f < frames; ++f) {
+    double e = 0;
+    for (int64_t k = 0; k < window; ++k) e += static_cast<double>(s[f * hop + k]) * s[f * hop + k];
+    rms[static_cast<size_t>(f)] = std::sqrt(e / window);
   }
-  return cuts;
+  const auto centre = [&](int64_t f) { return f * hop + window / 2; };
+  // Quiet: 35 dB below the loud frames (the 95th percentile), or below -100 dBFS.
+  std::vector<double> sorted = rms;
+  std::sort(sorted.begin(), sorted.end());
+  const double loud = sorted[static_cast<size_t>(0.95 * static_cast<double>(frames - 1))];
+  const double quiet = std::max(loud * std::pow(10.0, -35.0 / 20), 1e-5);
+  const int64_t min_run = std::max<int64_t>(1, static_cast<int64_t>(options.min_pause_seconds * kRate / hop));
+  const int64_t lead = static_cast<int64_t>(options.lead_seconds * kRate), tail = static_cast<int64_t>(options.tail_seconds * kRate);
+  // 1. Speech: what lies between pauses (quiet runs of min_pause or more; quiet at the audio's
+  //    start or end is a pause of any length), widened by the margin into the pauses around it.
+  std::vector<std::pair<int64_t, int64_t>> pauses;  // [first frame, end frame)
+  for (int64_t f = 0; f < frames;) {
+    if (rms[static_cast<size_t>(f)] > quiet) {
+      ++f;
+      continue;
+    }
+    int64_t end = f;
+    while (end < frames && rms[static_cast<size_t>(end)] <= quiet) ++end;
+    if (f == 0 || end == frames || end - f >= min_run) pauses.emplace_back(f, end);
+    f = end;
+  }
+  std::vector<std::pair<int64_t, int64_t>> speech;
+  int64_t from = 0;  // the first frame after the last pause
+  for (size_t k = 0; k <= pauses.size(); ++k) {
+    const int64_t to = k < pauses.size() ? pauses[k].first : frames;
+    // The tail reaches into the pause, never into the next piece.
+    const int64_t next_start = k < pauses.size() && pauses[k].second < frames ? pauses[k].second * hop - lead : n;
+    if (to > from) speech.emplace_back(std::max<int64_t>(0, from * hop - lead), std::min({n, (to - 1) * hop + window + tail, next_start}));
+    if (k < pauses.size()) from = pauses[k].second;
+  }
+  // 2. Speech longer than max_piece (no pause long enough): cut at the quietest frame of the
+  //    last `search` before the limit (the latest of equally quiet ones), at least 0.5 s in.
+  const int64_t shortest = static_cast<int64_t>(0.5 * kRate);
+  const int64_t max_piece = std::max(static_cast<int64_t>(options.max_piece_seconds * kRate), 2 * shortest);
+  const int64_t search = std::clamp<int64_t>(static_cast<int64_t>(options.cut_search_seconds * kRate), hop, max_piece / 2);
+  std::vector<std::pair<int64_t, int64_t>> pieces;
+  for (auto [start, stop] : speech) {
+    while (stop - start > max_piece) {
+      const int64_t limit = std::min(start + max_piece, stop - shortest);
+      int64_t best = limit;
+      double quietest = INFINITY;
+      for (int64_t f = std::max<int64_t>(0, (limit - search) / hop - 2); f < frames && centre(f) <= limit; ++f)
+        if (centre(f) >= limit - search && rms[static_cast<size_t>(f)] <= quietest) quietest = rms[static_cast<size_t>(f)], best = centre(f);
+      pieces.emplace_back(start, best);
+      start = best;
+    }
+    pieces.emplace_back(start, stop);
+  }
+  return pieces;
 }
 
 Recognizer::Recognizer(const std::string& model, const std::string& tokenizer, const at::Device& device)
@@ -94,21 +132,19 @@ Transcript Recognizer::transcribe(const at::Tensor& audio_16k, const TranscribeO
   Transcript out;
   const at::Tensor audio = audio_16k.to(at::kFloat).contiguous().view({-1});
   out.audio_seconds = static_cast<double>(audio.numel()) / kRate;
-  std::vector<int64_t> bounds = cut_points(audio, options.max_piece_seconds, options.cut_search_seconds);
-  for (int64_t c : bounds) out.cuts.push_back(static_cast<double>(c) / kRate);
-  bounds.insert(bounds.begin(), 0);
-  bounds.push_back(audio.numel());
+  const std::vector<std::pair<int64_t, int64_t>> pieces = speech_pieces(audio, options);
+  for (const auto& [begin, end] : pieces) out.pieces.emplace_back(static_cast<double>(begin) / kRate, static_cast<double>(end) / kRate);
   at::NoGradGuard no_grad;
   std::vector<int> all_tokens;
-  for (size_t first = 0; first + 1 < bounds.size(); first += static_cast<size_t>(options.batch_size)) {
-    const size_t last = std::min(bounds.size() - 1, first + static_cast<size_t>(options.batch_size));
-    std::vector<at::Tensor> pieces;
-    for (size_t p = first; p < last; ++p) pieces.push_back(audio.narrow(0, bounds[p], bounds[p + 1] - bounds[p]));
-    const auto [input, lengths] = features(pieces);
+  for (size_t first = 0; first < pieces.size(); first += static_cast<size_t>(options.batch_size)) {
+    const size_t last = std::min(pieces.size(), first + static_cast<size_t>(options.batch_size));
+    std::vector<at::Tensor> waves;
+    for (size_t p = first; p < last; ++p) waves.push_back(audio.narrow(0, pieces[p].first, pieces[p].second - pieces[p].first));
+    const auto [input, lengths] = features(waves);
     const at::Tensor encoded = model_->encoder->forward(input, lengths).first;
     const std::vector<Hypothesis> hyps = decode(*model_, encoded.to(at::kFloat), subsampled_frames(lengths), decoding);
     for (size_t k = 0; k < hyps.size(); ++k) {
-      const double offset = static_cast<double>(bounds[first + k]) / kRate;
+      const double offset = static_cast<double>(pieces[first + k].first) / kRate;
       for (size_t i = 0; i < hyps[k].tokens.size(); ++i)
         out.tokens.push_back({tokenizer_->piece(hyps[k].tokens[i]), offset + kFrameSeconds * hyps[k].frames[i]});
       all_tokens.insert(all_tokens.end(), hyps[k].tokens.begin(), hyps[k].tokens.end());

@@ -2,11 +2,17 @@
 //
 // The model comes from a checkpoint (a run directory means its best, else last, checkpoint), with
 // the run's config and tokenizer. Audio of any format libsndfile reads is mixed to mono and
-// resampled to 16 kHz. Long audio is cut into pieces of at most max_piece_seconds, each cut at the
-// quietest 10 ms (lowest RMS over 25 ms) in the last cut_search_seconds of the piece, so that cuts
-// fall into pauses rather than words; the pieces are decoded as one batch and their words joined
-// in order, each token's time offset by its piece's start. A piece is never shorter than 0.5 s
-// unless the file is (the last piece takes the remainder).
+// resampled to 16 kHz, and cut into pieces of speech that are decoded as one batch and joined in
+// order, each token's time offset by its piece's start:
+//  - pauses are runs of at least min_pause_seconds (0.3) of 10 ms frames whose RMS (over 25 ms) is
+//    35 dB below the loud frames' (the 95th percentile); quiet at the start or the end is a pause
+//    of any length. A piece is what lies between pauses, with margin_seconds (0.05) of the pause
+//    on either side. So a piece is about a sentence with little silence around it, as the model was
+//    trained on: measured (docs/asr.md), a model trained on the built-in corpus, whose utterances
+//    start at once, drops the first words after 0.25 s of leading silence, and decodes several
+//    sentences in one piece poorly;
+//  - speech longer than max_piece_seconds (20; no pause in it) is cut at the quietest frame of the
+//    last cut_search_seconds (5, at most half a piece) before the limit.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -30,18 +36,21 @@ struct Transcript {
   std::string text;
   std::vector<TimedToken> tokens;
   double audio_seconds = 0, decode_seconds = 0;
-  std::vector<double> cuts;  // where the audio was cut, seconds
+  std::vector<std::pair<double, double>> pieces;  // the speech decoded: [start, end) seconds
 };
 
 struct TranscribeOptions {
   DecodingOptions decoding;
   double max_piece_seconds = 20;
   double cut_search_seconds = 5;
+  double min_pause_seconds = 0.3;
+  double lead_seconds = 0.0;   // of the pause before a piece, kept
+  double tail_seconds = 0.3;   // of the pause after it (a transducer emits a word's last tokens late)
   int64_t batch_size = 8;  // pieces decoded at once
 };
 
-// Sample indices where 16 kHz audio of `samples` is cut (not including 0 and the end).
-std::vector<int64_t> cut_points(const at::Tensor& audio, double max_piece_seconds, double cut_search_seconds);
+// The pieces of 16 kHz audio that are decoded: [begin, end) sample ranges, rising, not overlapping.
+std::vector<std::pair<int64_t, int64_t>> speech_pieces(const at::Tensor& audio, const TranscribeOptions& options);
 
 class Recognizer {
  public:
