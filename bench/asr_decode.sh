@@ -8,14 +8,15 @@
 # Python throughput.
 #
 # usage: [ROUNDS=3] bench/asr_decode.sh RUN STORE [SPLIT] [THREADS] [REPEATS]
-#   e.g. bench/asr_decode.sh outputs/DATE/TIME corpus/corpus.h5 test-unseen-voices
+#   e.g. bench/asr_decode.sh runs/asr corpus/corpus.h5 test-unseen-voices
+# Run it where the run was trained: the paths in a run's config are relative to that directory.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-[ $# -ge 2 ] || { sed -n '2,10p' "$0" >&2; exit 2; }
+root=$(cd "$(dirname "$0")/.." && pwd)
+[ $# -ge 2 ] || { sed -n '2,13p' "$0" >&2; exit 2; }
 run=$1 store=$2 split=${3:-test-unseen-voices} threads=${4:-2} repeats=${5:-3}
-build=${BUILD_DIR:-$([ -d build-pip ] && echo build-pip || echo build)}
+build=${BUILD_DIR:-$([ -d "$root/build-pip" ] && echo "$root/build-pip" || echo "$root/build")}
 bin=$build/bench/wavetrain_bench_asr_decode
-python=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo /usr/bin/python3)}
+python=${PYTHON:-$([ -x "$root/.venv/bin/python" ] && echo "$root/.venv/bin/python" || echo /usr/bin/python3)}
 [ -x "$bin" ] || { echo "asr_decode.sh: $bin not found; build first (scripts/setup)" >&2; exit 2; }
 export OMP_WAIT_POLICY=PASSIVE
 work=$(mktemp -d /tmp/wavetrain-asr-decode.XXXXXX)
@@ -24,7 +25,7 @@ rounds=${ROUNDS:-3}
 ours=() pys=()
 for ((r = 0; r < rounds; r++)); do
   ours+=("$("$bin" "$run" "$store" "$split" "$work/out" "$threads" "$repeats" 4)")
-  pys+=("$("$python" bench/asr_decode_baseline.py "$work/out" "$threads" "$repeats" 4)")
+  pys+=("$("$python" "$root/bench/asr_decode_baseline.py" "$work/out" "$threads" "$repeats" 4)")
 done
 median() { sort -n | sed -n "$(((rounds + 1) / 2))p"; }
 audio=$(printf '%s\n' "${ours[@]}" | awk '{print $1}' | median)

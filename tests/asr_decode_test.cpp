@@ -94,6 +94,34 @@ TEST(AsrDecode, BeamOneIsGreedyAndBatchedEqualsAlone) {
   for (const asr::Hypothesis& h : beam4) EXPECT_LE(h.log_prob, 0.0);
 }
 
+// Decoding on the CPU computes the predictor and the joiner without the modules (decode.cpp): the
+// same tokens as a greedy search written here with the modules alone, one utterance at a time.
+TEST(AsrDecode, CpuPathsEqualTheModules) {
+  asr::Transducer m = small_model(12);
+  {
+    at::NoGradGuard no_grad;
+    m->joiner->named_parameters()["output.weight"].mul_(20);
+  }
+  const at::Tensor enc = at::randn({3, 40, 128}) * 3, lengths = at::tensor({40, 22, 31}, at::kLong);
+  const std::vector<asr::Hypothesis> fast = asr::greedy_search(*m, enc, lengths);
+  at::NoGradGuard no_grad;
+  int64_t emitted = 0;
+  for (int64_t b = 0; b < 3; ++b) {
+    std::vector<int> tokens;
+    std::vector<int64_t> context = {0, 0};
+    for (int64_t t = 0; t < lengths[b].item<int64_t>(); ++t) {
+      const at::Tensor pred = m->joiner->project_predictor(m->predictor->forward(at::tensor(context, at::kLong).view({1, 2}), false));
+      const int y = static_cast<int>(m->joiner->forward(m->joiner->project_encoder(enc[b][t]), pred.view({-1})).argmax().item<int64_t>());
+      if (y == 0) continue;
+      tokens.push_back(y);
+      context = {context[1], y};
+    }
+    EXPECT_EQ(fast[static_cast<size_t>(b)].tokens, tokens) << b;
+    emitted += static_cast<int64_t>(tokens.size());
+  }
+  EXPECT_GT(emitted, 20);
+}
+
 TEST(AsrDecode, OptionsAreChecked) {
   asr::DecodingOptions o;
   o.method = "beam";

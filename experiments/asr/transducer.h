@@ -44,6 +44,9 @@ class StatelessPredictorImpl : public torch::nn::Module {
   // (decoding) and the output is [B][1][dim].
   at::Tensor forward(const at::Tensor& tokens, bool pad = true);
   int64_t context_size() const { return context_size_; }
+  // The weights (decoding's CPU path computes the predictor without the modules).
+  const at::Tensor& embedding_weight() const { return embedding_->weight; }
+  at::Tensor conv_weight() const { return conv_ ? conv_->weight : at::Tensor(); }  // [dim][4][context]; undefined for context 1
 
  private:
   int64_t context_size_;
@@ -59,6 +62,8 @@ class JoinerImpl : public torch::nn::Module {
   at::Tensor project_predictor(const at::Tensor& pred) { return predictor_proj_(pred); }
   // Both already projected, broadcastable: the logits.
   at::Tensor forward(const at::Tensor& enc_projected, const at::Tensor& pred_projected);
+  // The output layer (decoding's CPU path computes it without the module).
+  const torch::nn::Linear& output() const { return output_; }
 
  private:
   torch::nn::Linear encoder_proj_{nullptr}, predictor_proj_{nullptr}, output_{nullptr};
