@@ -14,6 +14,7 @@
 #include <limits>
 #include <string>
 
+#include "experiments/asr/decode.h"
 #include "losses/mutual_information.h"
 #include "losses/rnnt_loss.h"
 #include "losses/stft_loss.h"
@@ -191,6 +192,30 @@ TEST(Cuda, NcclProcessGroupWithOneRank) {
   group.barrier();
   EXPECT_TRUE(at::equal(a.cpu(), a0.cpu()));
   EXPECT_TRUE(at::allclose(b.cpu(), b0.cpu()));
+}
+
+// ASR decoding on the GPU (the modules' path of decode.cpp) finds what the CPU's plain loops find.
+TEST(Cuda, AsrDecodingEqualsTheCpu) {
+  REQUIRE_GPU();
+  namespace asr = experiments::asr;
+  asr::TransducerConfig c = asr::transducer_preset("tiny");
+  c.vocab_size = 12;
+  c.encoder.num_layers = 1;
+  at::manual_seed(7);
+  asr::Transducer m(c);
+  {
+    at::NoGradGuard no_grad;
+    m->joiner->named_parameters()["output.weight"].mul_(20);
+  }
+  const at::Tensor enc = at::randn({4, 30, 128}) * 3, lengths = at::tensor({30, 17, 25, 4}, at::kLong);
+  const auto greedy_cpu = asr::greedy_search(*m, enc, lengths), beam_cpu = asr::modified_beam_search(*m, enc, lengths, 4);
+  m->to(kGpu);
+  const auto greedy_gpu = asr::greedy_search(*m, enc.to(kGpu), lengths), beam_gpu = asr::modified_beam_search(*m, enc.to(kGpu), lengths, 4);
+  for (size_t b = 0; b < 4; ++b) {
+    EXPECT_EQ(greedy_gpu[b].tokens, greedy_cpu[b].tokens) << b;
+    EXPECT_EQ(beam_gpu[b].tokens, beam_cpu[b].tokens) << b;
+    EXPECT_NEAR(beam_gpu[b].log_prob, beam_cpu[b].log_prob, 1e-3) << b;
+  }
 }
 
 }  // namespace
