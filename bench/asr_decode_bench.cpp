@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "data/hdf5_store.h"
+#include "bench/timing.h"
 #include "experiments/asr/decode.h"
 #include "experiments/asr/transcribe.h"
 #include "trainer/serialization/torch_file.h"
@@ -25,18 +26,8 @@
 
 namespace asr = wavetrain::experiments::asr;
 
-namespace {
-
-double since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
+using wavetrain::bench::median;
+using wavetrain::bench::since;
 
 int main(int argc, char** argv) {
   if (argc < 5) {

@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "bench/timing.h"
 #include "experiments/asr/transducer.h"
 #include "experiments/asr/transducer_loss.h"
 #include "trainer/fused_adam.h"
@@ -51,14 +52,8 @@ class StepTask : public wavetrain::Task {
   asr::TransducerLossOptions options_;
 };
 
-double since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using wavetrain::bench::median;
+using wavetrain::bench::since;
 
 }  // namespace
 

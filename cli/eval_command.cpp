@@ -49,16 +49,10 @@ void prepare_asr_eval_config(config::Node& tree, const std::string& split) {
 void run_asr_eval(Task& task, const config::Config& cfg, const at::Device& device, const AmpPolicy& amp, const std::string& checkpoint,
                   int64_t step, const std::string& run_dir) {
   namespace asr = experiments::asr;
+  const auto& asr_task = dynamic_cast<const asr::AsrEvaluation&>(task);
   asr::AsrEvalOptions options;
-  options.decoding.method = cfg.get_string("decoding.method");
-  options.decoding.beam = static_cast<int>(cfg.get_int("decoding.beam"));
-  options.decoding.max_symbols_per_frame = static_cast<int>(cfg.get_int("decoding.max_sym_per_frame"));
+  options.decoding = asr_task.decoding();  // decoding.* as the task read and checked them
   options.batch_size = cfg.get_int("trainer.batch_size", 32);
-  try {
-    options.decoding.validate();
-  } catch (const std::invalid_argument& e) {
-    throw config::ConfigError(e.what());
-  }
   const asr::AsrEvalResult r = asr::evaluate_asr(task, device, amp, options);
   const std::vector<std::string> files = asr::write_asr_eval_files(run_dir, r);
   std::cout << checkpoint << " (step " << step << "), split " << r.split << ", " << r.method
@@ -67,7 +61,7 @@ void run_asr_eval(Task& task, const config::Config& cfg, const at::Device& devic
   std::cout << std::fixed << std::setprecision(1) << "decoded " << r.audio_seconds << " s of audio in " << r.decode_seconds << " s: "
             << r.real_time_factor() << "x real time\n";
   for (const std::string& f : files) std::cout << "written: " << f << "\n";
-  const auto [html, md] = asr::write_asr_report(run_dir, checkpoint, step, r, dynamic_cast<const asr::AsrEvaluation&>(task));
+  const auto [html, md] = asr::write_asr_report(run_dir, checkpoint, step, r, asr_task);
   std::cout << "report: " << html << " (and " << md << ")\n";
 }
 

@@ -10,7 +10,9 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <sstream>
+#include <cstdlib>
 #include <stdexcept>
+#include <tuple>
 
 #include "experiments/asr/asr_task.h"
 #include "trainer/atomic_file.h"
@@ -22,7 +24,7 @@ AsrEvalResult evaluate_asr(Task& task, const at::Device& device, const AmpPolicy
   if (asr == nullptr) throw std::invalid_argument("evaluate_asr: the run's task is not an ASR task");
   options.decoding.validate();
   DecodingOptions decoding = options.decoding;
-  decoding.unk_id = asr->tokenizer().unk_id();
+  decoding.unk_id = asr->tokenizer().unk_id();  // whatever the caller set: the tokenizer decides
   AsrEvalResult out;
   out.split = asr->validation_split();
   out.method = decoding.method;
@@ -62,8 +64,10 @@ AsrEvalResult evaluate_asr(Task& task, const at::Device& device, const AmpPolicy
   }
   out.decode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.stats = error_stats(out.results);
-  for (size_t i = 0; i < out.results.size(); ++i)
-    out.by_speaker[out.speakers[i]] += word_errors(out.results[i].ref, out.results[i].hyp);
+  for (size_t i = 0; i < out.results.size(); ++i) {
+    out.errors.push_back(word_errors(out.results[i].ref, out.results[i].hyp));
+    out.by_speaker[out.speakers[i]] += out.errors.back();
+  }
   return out;
 }
 
@@ -71,18 +75,21 @@ namespace {
 
 // wer-summary-{split}.txt: the methods evaluated so far, lowest WER first (icefall sorts them so).
 std::string summary_with(const std::string& path, const std::string& method, const std::string& wer) {
-  std::vector<std::pair<std::string, std::string>> rows;
+  std::vector<std::tuple<double, std::string, std::string>> rows;  // WER, method, as written
   std::ifstream in(path);
   std::string line;
   for (bool header = true; std::getline(in, line); header = false) {
     const size_t tab = line.find('\t');
-    if (header || tab == std::string::npos) continue;
-    if (line.substr(0, tab) != method) rows.emplace_back(line.substr(0, tab), line.substr(tab + 1));
+    char* end = nullptr;
+    const double value = tab == std::string::npos ? 0 : std::strtod(line.c_str() + tab + 1, &end);
+    // Rows that are not "method<TAB>number" (a file edited by hand) are dropped, not fatal.
+    if (header || tab == std::string::npos || end == line.c_str() + tab + 1 || line.substr(0, tab) == method) continue;
+    rows.emplace_back(value, line.substr(0, tab), line.substr(tab + 1));
   }
-  rows.emplace_back(method, wer);
-  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return std::stod(a.second) < std::stod(b.second); });
+  rows.emplace_back(std::strtod(wer.c_str(), nullptr), method, wer);
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
   std::string out = "settings\tWER\n";
-  for (const auto& [m, w] : rows) out += m + "\t" + w + "\n";
+  for (const auto& [value, m, w] : rows) out += m + "\t" + w + "\n";
   return out;
 }
 

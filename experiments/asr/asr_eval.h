@@ -32,6 +32,7 @@ struct AsrEvalResult {
   std::vector<std::string> speakers;  // per result; "" where the store has none
   std::vector<int64_t> samples;       // per result, 16 kHz
   std::vector<Hypothesis> hypotheses;  // per result: tokens and their frames
+  std::vector<WordErrors> errors;      // per result
   ErrorStats stats;
   std::map<std::string, WordErrors> by_speaker;
   double audio_seconds = 0;

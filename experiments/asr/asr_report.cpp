@@ -123,8 +123,7 @@ std::pair<std::string, std::string> write_asr_report(const std::string& run_dir,
   // The latest evaluation: its worst utterances (most errors, then highest WER).
   std::vector<size_t> worst(result.results.size());
   std::iota(worst.begin(), worst.end(), 0);
-  std::vector<WordErrors> errors;
-  for (const Recognition& r : result.results) errors.push_back(word_errors(r.ref, r.hyp));
+  const std::vector<WordErrors>& errors = result.errors;
   std::stable_sort(worst.begin(), worst.end(), [&](size_t a, size_t b) {
     return errors[a].errors() != errors[b].errors() ? errors[a].errors() > errors[b].errors() : errors[a].rate() > errors[b].rate();
   });

@@ -136,15 +136,13 @@ class AsrTask : public Task, public AsrEvaluation {
         const double factor = std::array<double, 3>{0.9, 1.0, 1.1}[seed_of(seed_, epoch_, item, 1) % 3];
         if (factor != 1.0) audio = data::resample(audio, kRate * factor, kRate).view({-1});
       }
-      waves.push_back(audio * 32768.0);  // Kaldi's scale
+      waves.push_back(audio);
     }
-    std::vector<at::Tensor> feats = data::fbank(waves, fbank_);
-    // The normalisation the model holds (a loaded checkpoint's, in evaluation), applied here on the CPU.
-    const at::Tensor mean = model_->feature_mean.to(at::kCPU), std = model_->feature_std.to(at::kCPU);
+    // With the normalisation the model holds (a loaded checkpoint's, in evaluation).
+    std::vector<at::Tensor> feats = asr_features(waves, *model_);
     int64_t max_frames = 0, max_tokens = 0;
     for (size_t k = 0; k < feats.size(); ++k) {
       const int64_t item = items_[s][static_cast<size_t>(indices[k])];
-      feats[k] = (feats[k] - mean) / std;
       if (train && spec_augment_) {
         at::Generator g = at::detail::createCPUGenerator(seed_of(seed_, epoch_, item, 2));
         feats[k] = data::spec_augment(feats[k], spec_, g);
@@ -209,14 +207,13 @@ class AsrTask : public Task, public AsrEvaluation {
   // AsrEvaluation
   TransducerImpl& transducer() override { return *model_; }
   const Tokenizer& tokenizer() const override { return tokenizer_; }
-  std::string store_path() const override { return store_path_; }
+  const DecodingOptions& decoding() const override { return decoding_; }
   std::string validation_split() const override { return splits_[1]; }
   AsrEvaluation::Utterance validation_utterance(int64_t i) const override {
     const int64_t item = items_[1][static_cast<size_t>(i)];
     const auto& u = utterances_[1][static_cast<size_t>(item)];
     AsrEvaluation::Utterance out{store_->id(splits_[1], item), u.text, "", u.samples};
-    const std::vector<std::string> fields = store_->fields(splits_[1]);
-    if (std::find(fields.begin(), fields.end(), "speaker") != fields.end()) out.speaker = utf8_field(store_->field(splits_[1], "speaker", item));
+    if (has_speaker_[1]) out.speaker = utf8_field(store_->field(splits_[1], "speaker", item));
     return out;
   }
   at::Tensor validation_audio(int64_t i) const override { return store_->field(splits_[1], "audio", items_[1][static_cast<size_t>(i)]); }
@@ -241,6 +238,7 @@ class AsrTask : public Task, public AsrEvaluation {
                                 "_split); the store has " + (have.empty() ? "none" : have));
     }
     const std::vector<std::string> fields = store_->fields(split);
+    has_speaker_[s] = std::find(fields.begin(), fields.end(), "speaker") != fields.end();
     for (const char* f : {"audio", "text"})
       if (std::find(fields.begin(), fields.end(), f) == fields.end())
         throw config::ConfigError(store_path_ + ": split '" + split + "' has no '" + f + "' field" +
@@ -302,6 +300,7 @@ class AsrTask : public Task, public AsrEvaluation {
   int64_t epoch_ = 0;
   std::vector<StoredUtterance> utterances_[2];  // every item of the split, by store index
   std::vector<int64_t> items_[2];         // the store indices used (bad items left out)
+  bool has_speaker_[2] = {false, false};  // the split has a "speaker" field
   data::FbankOptions fbank_;
   data::SpecAugmentOptions spec_;
   bool speed_perturb_ = true, spec_augment_ = true;
@@ -324,6 +323,15 @@ data::FbankOptions asr_fbank_options(const TransducerConfig& config) {
   o.num_mel_bins = static_cast<int>(config.encoder.feature_dim);
   o.dither = 0.0;
   return o;
+}
+
+std::vector<at::Tensor> asr_features(const std::vector<at::Tensor>& waveforms, const TransducerImpl& model) {
+  std::vector<at::Tensor> scaled;
+  for (const at::Tensor& w : waveforms) scaled.push_back(w.to(at::kFloat).view({-1}) * 32768.0);  // Kaldi's scale
+  std::vector<at::Tensor> feats = data::fbank(scaled, asr_fbank_options(model.config()));
+  const at::Tensor mean = model.feature_mean.to(at::kCPU), std = model.feature_std.to(at::kCPU);
+  for (at::Tensor& f : feats) f = (f - mean) / std;
+  return feats;
 }
 
 std::string tokenizer_path(const config::Config& cfg) {

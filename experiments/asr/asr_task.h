@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "data/fbank.h"
+#include "experiments/asr/decode.h"
 #include "experiments/asr/tokenizer.h"
 #include "experiments/asr/transducer.h"
 #include "trainer/task.h"
@@ -25,7 +26,7 @@ class AsrEvaluation {
   };
   virtual TransducerImpl& transducer() = 0;
   virtual const Tokenizer& tokenizer() const = 0;
-  virtual std::string store_path() const = 0;
+  virtual const DecodingOptions& decoding() const = 0;  // decoding.*, checked (unk_id: the tokenizer's)
   virtual std::string validation_split() const = 0;
   virtual Utterance validation_utterance(int64_t i) const = 0;  // i < size(Split::Validation)
   virtual at::Tensor validation_audio(int64_t i) const = 0;     // float32 [samples], 16 kHz
@@ -36,9 +37,11 @@ class AsrEvaluation {
 // `vocab_size` tokens. Throws config::ConfigError naming the key.
 TransducerConfig transducer_config_from(const config::Config& cfg, int64_t vocab_size);
 
-// The features the model of `config` reads: Kaldi fbank of 16 kHz audio at Kaldi's scale (x 32768),
-// no dither; then the model's CMVN (feature_mean, feature_std).
+// The fbank the model of `config` reads: Kaldi's, of 16 kHz audio at Kaldi's scale (x 32768), no dither.
 data::FbankOptions asr_fbank_options(const TransducerConfig& config);
+// The model's input features of 16 kHz waveforms (float, [-1, 1]): that fbank, then the model's CMVN
+// (feature_mean, feature_std); [frames][bins] each, on the CPU, the waveforms in parallel.
+std::vector<at::Tensor> asr_features(const std::vector<at::Tensor>& waveforms, const TransducerImpl& model);
 
 // The tokenizer of a run: asr.tokenizer, else bpe.model beside the store asr.data.
 std::string tokenizer_path(const config::Config& cfg);

@@ -10,7 +10,6 @@
 #include <stdexcept>
 
 #include "data/audio_io.h"
-#include "data/fbank.h"
 #include "experiments/asr/asr_task.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config/config.h"
@@ -107,16 +106,11 @@ Recognizer::Recognizer(const std::string& model, const std::string& tokenizer, c
 }
 
 std::pair<at::Tensor, at::Tensor> Recognizer::features(const std::vector<at::Tensor>& waveforms) const {
-  const data::FbankOptions fbank = asr_fbank_options(model_->config());
-  const at::Tensor mean = model_->feature_mean.to(at::kCPU), std = model_->feature_std.to(at::kCPU);
-  std::vector<at::Tensor> feats;
+  const std::vector<at::Tensor> feats = asr_features(waveforms, *model_);
   int64_t longest = 7;  // the subsampling's minimum
-  for (const at::Tensor& w : waveforms) {
-    feats.push_back((data::fbank(w.to(at::kFloat).view({-1}) * 32768.0, fbank) - mean) / std);
-    longest = std::max(longest, feats.back().size(0));
-  }
+  for (const at::Tensor& f : feats) longest = std::max(longest, f.size(0));
   const int64_t B = static_cast<int64_t>(feats.size());
-  at::Tensor input = at::zeros({B, longest, fbank.num_mel_bins}), lengths = at::empty({B}, at::kLong);
+  at::Tensor input = at::zeros({B, longest, model_->config().encoder.feature_dim}), lengths = at::empty({B}, at::kLong);
   for (int64_t k = 0; k < B; ++k) {
     input[k].narrow(0, 0, feats[static_cast<size_t>(k)].size(0)).copy_(feats[static_cast<size_t>(k)]);
     lengths[k] = feats[static_cast<size_t>(k)].size(0);
