@@ -15,7 +15,7 @@
 #include "experiments/asr/corpus_synth.h"
 #include "experiments/asr/tokenizer.h"
 #include "experiments/asr/transcribe.h"
-#include "trainer/atomic_file.h"
+#include "trainer/serialization/atomic_file.h"
 #include "trainer/device.h"
 
 namespace wavetrain::cli {

@@ -28,5 +28,6 @@ void add_ckpt_command(CLI::App& app);
 void add_devices_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_train_command(CLI::App& app);
+void add_sweep_commands(CLI::App& app);  // report, sweep-job
 
 }  // namespace wavetrain::cli

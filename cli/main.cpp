@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "experiments/register.h"
+#include "trainer/stop_signal.h"
 #include "trainer/threads.h"
 #include "trainer/torch_compat.h"
 
@@ -57,6 +58,7 @@ int usage_error(const std::string& message) {
 
 int main(int argc, char** argv) {
   using namespace wavetrain::cli;
+  wavetrain::install_stop_signal_handlers();  // before anything slow: a sweep's job may be signalled at once
 
   CLI::App app{"wavetrain: train and evaluate audio models on LibTorch", "wavetrain"};
   app.set_version_flag("--version", version_text());
@@ -69,6 +71,7 @@ int main(int argc, char** argv) {
   add_devices_command(app);
   add_eval_command(app);
   add_train_command(app);
+  add_sweep_commands(app);
 
   // Hydra's short forms -cd/-cn are two letters, which CLI11 does not allow for short options.
   std::vector<std::string> args(argv, argv + argc);
@@ -82,11 +85,14 @@ int main(int argc, char** argv) {
   if (argc > 1) {
     const std::string first = argv[1];
     if (first[0] != '-') {
-      std::set<std::string> names;
-      for (const CLI::App* sub : app.get_subcommands({})) names.insert(sub->get_name());
+      std::set<std::string> names, listed;
+      for (const CLI::App* sub : app.get_subcommands({})) {
+        names.insert(sub->get_name());
+        if (!sub->get_group().empty()) listed.insert(sub->get_name());  // an empty group: internal (sweep-job)
+      }
       if (!names.count(first)) {
         std::string list;
-        for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+        for (const std::string& n : listed) list += (list.empty() ? "" : ", ") + n;
         return usage_error("unknown command '" + first + "'. Commands: " + list);
       }
     } else if (app.get_option_no_throw(first.substr(0, first.find('='))) == nullptr) {

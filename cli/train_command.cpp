@@ -30,12 +30,15 @@
 #include "trainer/device.h"
 #include "trainer/distributed.h"
 #include "trainer/distributed_env.h"
-#include "trainer/multirun.h"
+#include "trainer/sweep/multirun.h"
+#include "trainer/sweep/search_space.h"
+#include "trainer/sweep/slurm_launcher.h"
+#include "trainer/stop_signal.h"
 #include "trainer/task.h"
 #include "trainer/threads.h"
 #include "trainer/torch_compat.h"
 #include "trainer/trainer.h"
-#include "trainer/run_directory.h"
+#include "trainer/sweep/run_directory.h"
 #include "wavetrain_build_config.h"
 
 namespace wavetrain::cli {
@@ -184,6 +187,52 @@ int spawn_local_ranks(const TrainOptions& opt, int ranks, std::chrono::seconds g
   return failed ? kExitFailure : kExitOk;
 }
 
+// sweep.* and launcher.* of a composed config, checked.
+MultirunOptions multirun_options(const config::Config& cfg) {
+  MultirunOptions m;
+  m.objective = cfg.get_string("sweep.objective", "");
+  m.mode = cfg.get_string("sweep.mode", "min");
+  if (m.mode != "min" && m.mode != "max") throw UsageError("sweep.mode must be min or max, got '" + m.mode + "'");
+  m.strategy = cfg.get_string("sweep.strategy", "grid");
+  if (m.strategy != "grid" && m.strategy != "random" && m.strategy != "asha")
+    throw config::ConfigError("sweep.strategy='" + m.strategy + "': expected grid, random or asha");
+  if (m.strategy == "asha") {
+    if (m.objective.empty()) throw config::ConfigError("sweep.strategy=asha needs sweep.objective, the metric that ranks trials");
+    m.asha_resource = cfg.get_string("sweep.asha.resource", "trainer.max_steps");
+    if (m.asha_resource != "trainer.max_steps" && m.asha_resource != "trainer.max_epochs")
+      throw config::ConfigError("sweep.asha.resource='" + m.asha_resource + "': expected trainer.max_steps or trainer.max_epochs "
+                                "(a limit that a resumed run trains on to)");
+    m.asha.min_resource = cfg.get_int("sweep.asha.min_resource", 1);
+    m.asha.max_resource = cfg.get_int("sweep.asha.max_resource", 0);
+    m.asha.eta = cfg.get_float("sweep.asha.eta", 3.0);
+    m.asha.mode = m.mode;
+    try {
+      sweep::Asha check(1, m.asha);
+    } catch (const std::invalid_argument& e) {
+      throw config::ConfigError(e.what());
+    }
+  }
+  if (cfg.tree().find("launcher")) m.launcher = *config::resolve_all(cfg.tree(), cfg.context()).find("launcher");
+  return m;
+}
+
+// The objective must be a metric the jobs report: the validation metrics of the first job's task
+// (one batch on the CPU), or train/loss.
+void check_objective(const config::Config& cfg, const std::string& objective) {
+  if (objective == "train/loss") return;
+  std::unique_ptr<Task> task = make_task(cfg.get_string("task"), cfg);
+  const c10::Device cpu(c10::kCPU);
+  const AmpPolicy fp32 = resolve_amp_policy(parse_precision("32"), false, cpu.type(), probe_amp_capabilities(cpu));
+  const Metrics metrics = evaluate(*task, Split::Validation, cpu, fp32, cfg.get_int("trainer.batch_size", 32), 1);
+  std::string names = "train/loss";
+  for (const auto& [name, value] : metrics) {
+    if (name == objective) return;
+    names += ", " + name;
+  }
+  throw config::ConfigError("sweep.objective='" + objective + "' is not a metric that task " + cfg.get_string("task") +
+                            " reports; it reports: " + names);
+}
+
 int run_train(const TrainOptions& opt) {
   const std::vector<std::string> dirs = search_path(opt);
   auto options_of = [&](const std::string& group) { return config::group_options(dirs, group); };
@@ -202,27 +251,49 @@ int run_train(const TrainOptions& opt) {
     const config::Composition base = config::compose({dirs, opt.config_name, probe.fixed});
     const config::Config cfg(base.config);
     const config::SweepPlan plan = config::plan_sweep(opt.overrides, base.config.find("sweep"), options_of);
+    MultirunOptions m = multirun_options(cfg);
+    const std::vector<sweep::SearchDimension> space = sweep::parse_search_space(cfg.tree().find_path("sweep.space"));
+    std::vector<std::vector<std::string>> trials = plan.jobs;
+    if (m.strategy == "grid") {
+      if (!space.empty())
+        throw config::ConfigError("sweep.space is searched by sweep.strategy=random or asha, not grid (the grid is "
+                                  "sweep.params and the command line's sweeps)");
+    } else {
+      trials = sweep::draw_trials(plan.jobs, space, cfg.get_int("sweep.trials", 0),
+                                  static_cast<uint64_t>(cfg.get_int("sweep.seed", 0)));
+    }
     if (opt.info == "jobs") {
-      for (const auto& job : plan.jobs) {
+      for (const auto& job : trials) {
         std::string line;
         for (const std::string& o : job) line += (line.empty() ? "" : " ") + o;
         std::cout << line << "\n";
       }
       return kExitOk;
     }
-    for (const auto& job : plan.jobs) config::compose({dirs, opt.config_name, job});  // fail before launching
+    // Everything that can be checked is checked before anything is written or submitted: every
+    // job composes, the launcher's options and programs are there, the objective is a metric.
+    for (const auto& job : trials) config::compose({dirs, opt.config_name, job});
+    if (m.strategy == "asha") {
+      std::vector<std::string> first = trials.front();
+      first.push_back("++" + m.asha_resource + "=" + std::to_string(m.asha.max_resource));
+      config::compose({dirs, opt.config_name, first});  // the resource key takes a number
+    }
+    const std::string launcher = cfg.get_string("launcher.name", "local");
+    if (launcher == "slurm") {
+      sweep::parse_slurm_options(m.launcher);
+      sweep::check_slurm_client();
+    } else if (launcher != "local") {
+      throw config::ConfigError("launcher.name='" + launcher + "': expected local or slurm (launcher=local or launcher=slurm)");
+    }
+    if (!m.objective.empty()) check_objective(config::Config(config::compose({dirs, opt.config_name, trials.front()}).config), m.objective);
     const std::string pattern =
         cfg.has("run.multirun_dir") ? cfg.get_string("run.multirun_dir") : "multirun/" + std::string("default");
     const RunDirectory dir = RunDirectory::create(pattern);
-    MultirunOptions m;
     m.dir = dir.path();
     m.command = job_command(opt);
     m.parallel = opt.parallel;
-    m.objective = cfg.get_string("sweep.objective", "");
-    m.mode = cfg.get_string("sweep.mode", "min");
-    if (m.mode != "min" && m.mode != "max")
-      throw UsageError("sweep.mode must be min or max, got '" + m.mode + "'");
-    const MultirunSummary s = run_multirun(plan.jobs, m, std::cout);
+    if (launcher == "slurm") m.parallel = static_cast<int>(sweep::parse_slurm_options(m.launcher).array_parallelism);
+    const MultirunSummary s = run_multirun(trials, m, std::cout);
     return s.failed ? kExitFailure : kExitOk;
   }
 
@@ -312,7 +383,13 @@ int run_train(const TrainOptions& opt) {
     std::cerr << "run directory: " << r.path().string() << "\n";
     return r;
   }();
-  Trainer(cfg, run, device, amp, group.get()).fit();
+  const FitResult fitted = Trainer(cfg, run, device, amp, group.get()).fit();
+  if (fitted.interrupted_by != 0) {
+    if (!group || group->rank() == 0)
+      std::cerr << "stopped by " << stop_signal_name(fitted.interrupted_by) << " at step " << fitted.global_step
+                << "; checkpoint saved: continue with trainer.resume=last run.dir=" << run.path().string() << "\n";
+    return kExitInterrupted;
+  }
   if (group && group->rank() != 0) return kExitOk;
   std::cerr << "done: " << (run.path() / "result.json").string() << "\n";
   return kExitOk;

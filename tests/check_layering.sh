@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Checks the dependency direction by what the code includes, which the link graph alone cannot
 # catch in static libraries: losses/ and data/ include nothing from trainer/, experiments/ or cli/;
-# trainer/ nothing from experiments/ or cli/; experiments/ nothing from cli/. Also checks that only
+# trainer/ nothing from experiments/ or cli/; experiments/ nothing from cli/. Inside trainer/, the
+# subfolder targets point one way too: sweep/ -> config/, serialization/, plot/; config/ and plot/
+# stand alone and, like sweep/, include no LibTorch. Also checks that only
 # trainer/torch_compat.h tests LibTorch's version or includes version-specific headers.
 #
 # usage: tests/check_layering.sh [SOURCE_ROOT]   (exit 1 and one line per violation)
@@ -25,6 +27,28 @@ forbid losses trainer experiments cli
 forbid data trainer experiments cli
 forbid trainer experiments cli
 forbid experiments cli
+
+# Inside trainer/: each subfolder is a target of its own. What it may include of trainer/ (a regex of
+# the allowed folders), and whether LibTorch is off limits (the config engine, the plots and the
+# sweep code run no model).
+within() {  # $1 folder, $2 allowed trainer/ subfolders (regex), $3 "no-torch" or ""
+  local folder=$1 allowed=$2 torch=$3
+  [ -d "$folder" ] || return 0
+  while IFS= read -r hit; do
+    echo "layering: $hit  ($folder/ may include only trainer/{$allowed}/ of trainer/)"
+    status=1
+  done < <(grep -rnE "^[[:space:]]*#[[:space:]]*include[[:space:]]*[<\"]trainer/" "$folder" --include='*.h' --include='*.cpp' \
+             | grep -vE "[<\"]trainer/($allowed)/" || true)
+  [ "$torch" = no-torch ] || return 0
+  while IFS= read -r hit; do
+    echo "layering: $hit  ($folder/ needs no LibTorch)"
+    status=1
+  done < <(grep -rnE "^[[:space:]]*#[[:space:]]*include[[:space:]]*<(torch|ATen|c10)/" "$folder" --include='*.h' --include='*.cpp' || true)
+}
+within trainer/config config no-torch
+within trainer/plot plot no-torch
+within trainer/serialization serialization ""
+within trainer/sweep "config|serialization|plot|sweep" no-torch
 
 # Version knowledge lives in one header.
 while IFS= read -r hit; do

@@ -101,7 +101,7 @@ TEST(Cli, VersionNamesWavetrainAndLibTorch) {
 TEST(Cli, UnknownCommandsAndFlagsExitWithTwo) {
   Result cmd = wavetrain("bogus");
   EXPECT_EQ(cmd.exit_code, 2);
-  EXPECT_TRUE(contains(cmd.err, "wavetrain: error: unknown command 'bogus'. Commands: ckpt, data, devices, eval, export, import, infer, train")) << cmd.err;
+  EXPECT_TRUE(contains(cmd.err, "wavetrain: error: unknown command 'bogus'. Commands: ckpt, data, devices, eval, export, import, infer, report, train")) << cmd.err;
 
   Result flag = wavetrain("devices --bogus");
   EXPECT_EQ(flag.exit_code, 2);

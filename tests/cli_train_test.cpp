@@ -143,7 +143,7 @@ TEST(CliTrain, MultirunOnToyRegressionWithAFailingJobAndResume) {
   const Result r = wavetrain_in(dir, "train -m -j 2 task=toy_regression trainer.max_epochs=1 "
                                      "+toy_regression.hidden=8,0,16 run.multirun_dir=sweep sweep.objective=val/mse");
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.out.find("Launching 3 jobs, 2 at a time, in sweep"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Launching 3 jobs, 2 at a time, local launcher, in sweep"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("[1] FAILED with exit code 1"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("toy_regression: train_size, val_size and hidden must be >= 1"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("[0] done in "), std::string::npos) << r.out;
@@ -388,7 +388,7 @@ TEST(CliTrain, DidYouMeanFindsTheKeyAtAnyDepth) {
   const Result seed = wavetrain_in(fresh("did_you_mean"), "train seed=3");
   EXPECT_EQ(seed.exit_code, 1);
   EXPECT_EQ(seed.err, "wavetrain: error: Could not override 'seed'. To append to your config use +seed=...\n"
-                      "Did you mean trainer.seed?\n");
+                      "Did you mean one of: sweep.seed, trainer.seed?\n");
   const Result amp = wavetrain_in(fresh("did_you_mean"), "train +experiment=amp segmnt=8");
   EXPECT_EQ(amp.exit_code, 1);
   EXPECT_EQ(amp.err, "wavetrain: error: Could not override 'segmnt'. To append to your config use +segmnt=...\n"

@@ -8,8 +8,8 @@
 
 #include "trainer/config/config.h"
 #include "trainer/config/yaml_io.h"
-#include "trainer/multirun.h"
-#include "trainer/run_directory.h"
+#include "trainer/sweep/multirun.h"
+#include "trainer/sweep/run_directory.h"
 
 namespace fs = std::filesystem;
 
@@ -103,7 +103,7 @@ TEST(Multirun, FailedJobIsReportedAndTheOthersGoOnThenResumeRerunsOnlyIt) {
   EXPECT_NE(log.find("    diverged: loss is nan\n"), std::string::npos) << log;  // the tail of its output
   EXPECT_NE(log.find("best (min val/esr): job 2: lr=0.1"), std::string::npos) << log;
   EXPECT_NE(read(dir / "summary.csv").find("1,lr=0.5,failed,3,"), std::string::npos) << read(dir / "summary.csv");
-  EXPECT_EQ(read(dir / "summary.csv").substr(0, 65), "job,overrides,status,exit_code,seconds,best.val/esr,last.val/esr\n");
+  EXPECT_EQ(read(dir / "summary.csv").substr(0, 71), "job,overrides,status,exit_code,seconds,steps,best.val/esr,last.val/esr\n");
 
   // Resume: only the failed job runs again (it now succeeds); the first attempt is kept.
   std::ofstream(dir / "heal").put('\n');

@@ -15,7 +15,7 @@
 #include <iomanip>
 #include <sstream>
 
-#include "trainer/atomic_file.h"
+#include "trainer/serialization/atomic_file.h"
 #include "trainer/crc32c.h"
 #include "trainer/torch_compat.h"
 #include "wavetrain_build_config.h"

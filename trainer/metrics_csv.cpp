@@ -5,7 +5,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "trainer/atomic_file.h"
+#include "trainer/serialization/atomic_file.h"
 #include "trainer/config/node.h"
 
 namespace wavetrain {

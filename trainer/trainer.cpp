@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <cmath>
@@ -17,13 +18,14 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "trainer/atomic_file.h"
+#include "trainer/serialization/atomic_file.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config/yaml_io.h"
 #include "trainer/fused_adam.h"
 #include "trainer/grad_scaler.h"
 #include "trainer/lr_scheduler.h"
 #include "trainer/metrics_csv.h"
+#include "trainer/stop_signal.h"
 #include "trainer/parallel_parts.h"
 #include "trainer/progress.h"
 #include "trainer/tensorboard.h"
@@ -419,8 +421,14 @@ FitResult Trainer::fit() {
   const int64_t kill_at_step = kill_env ? std::atoll(kill_env) : -1;
   const char* kill_rank_env = std::getenv("WAVETRAIN_FAULT_KILL_RANK");  // only this rank, if set
   const int kill_rank = kill_rank_env ? std::atoi(kill_rank_env) : -1;
+  // And a pause after every optimizer step, which makes a short run last long enough for the
+  // launcher tests to stop it on the way (a real Slurm's time-limit signal) without changing a number.
+  const char* delay_env = std::getenv("WAVETRAIN_FAULT_STEP_DELAY_MS");
+  const int step_delay_ms = delay_env ? std::atoi(delay_env) : 0;
 
   bool stop = false;
+  int interrupted_by = 0;  // the stop signal that ended this session
+  const StopSignalScope stop_scope;  // SIGTERM now stops the loop at a step instead of the process
   int64_t last_validation_step = -1;
   std::vector<std::pair<double, std::filesystem::path>> top_k;  // best first
 
@@ -598,6 +606,7 @@ FitResult Trainer::fit() {
       if (every_n_steps > 0 && step % every_n_steps == 0 && step < total_steps && !fast_dev_run)
         if (writer) Checkpoint::save((ckpt_dir / "last.ckpt").string(), capture(epoch, consumed, result.last));
       if (step == kill_at_step && (kill_rank < 0 || kill_rank == rank)) std::raise(SIGKILL);
+      if (step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_delay_ms));
       if (step % log_every == 0 || step == total_steps) {
         logged.insert(logged.begin(), {"train/loss", loss_value});
         logged.emplace_back("lr", optimizer->param_groups()[0].options().get_lr());
@@ -616,6 +625,23 @@ FitResult Trainer::fit() {
                  std::to_string(step));
         stop = true;
       }
+      // A stop request (stop_signal.h): every rank stops after the same step.
+      if (any_rank(stop_signal_received() != 0)) {
+        interrupted_by = stop_signal_received() ? stop_signal_received() : SIGUSR1;  // another rank's request
+        stop = true;
+        break;
+      }
+    }
+    if (interrupted_by != 0) {
+      // The state after the last step, before the epoch's validation: a resume runs what remains
+      // of the epoch (possibly nothing) and then its validation, as the uninterrupted run would.
+      if (writer) Checkpoint::save((ckpt_dir / "last.ckpt").string(), capture(epoch, consumed, result.last));
+      log_line(std::string("stopping: ") + stop_signal_name(interrupted_by) + " received; checkpoint saved at step " +
+               std::to_string(step) + " (continue with trainer.resume=last)");
+      result.interrupted_by = interrupted_by;
+      result.epochs = epoch + 1;  // the epoch under way
+      result.global_step = step;
+      break;
     }
 
     if (last_validation_step != step || step == 0) validate(epoch, consumed, loss_value);
@@ -644,7 +670,7 @@ FitResult Trainer::fit() {
   // The last line shows where the run ended, not where the last timed redraw happened to be.
   if (writer && step > start_step) progress.update(progress_state(result.epochs - 1, last_loss), /*force=*/true);
   progress.finish();
-  if (!writer) return result;
+  if (!writer || interrupted_by != 0) return result;  // result.json is for a run that ended by itself
 
   nlohmann::json j;
   j["last"] = to_json(result.last);

@@ -28,7 +28,7 @@
 #include "trainer/config/config.h"
 #include "trainer/device.h"
 #include "trainer/distributed.h"
-#include "trainer/run_directory.h"
+#include "trainer/sweep/run_directory.h"
 #include "trainer/task.h"
 
 namespace wavetrain {
@@ -40,6 +40,9 @@ struct FitResult {
   int64_t global_step = 0;
   // Set when a resumed run had nothing left to train (why; see finished_at); nothing was written.
   std::string already_finished;
+  // The stop signal (stop_signal.h) that ended this session after saving last.ckpt; 0 when the run
+  // ended by itself. An interrupted session writes no result.json.
+  int interrupted_by = 0;
 };
 
 // What ended a run for good: a limit that its state at a checkpoint has reached under `cfg`.

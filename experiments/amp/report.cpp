@@ -14,10 +14,10 @@
 
 #include "data/hdf5_store.h"
 #include "experiments/amp/amp_task.h"
-#include "experiments/common/report_html.h"
 #include "losses/audio_losses.h"
-#include "trainer/atomic_file.h"
+#include "trainer/serialization/atomic_file.h"
 #include "trainer/checkpoint.h"
+#include "trainer/plot/svg_plot.h"
 #include "trainer/weights.h"
 
 namespace fs = std::filesystem;
@@ -25,30 +25,27 @@ namespace fs = std::filesystem;
 namespace wavetrain::experiments::amp {
 namespace {
 
-using namespace report_html;
+using plot::escape;
+using plot::line_plot;
+using plot::number;
+using plot::read_metrics_csv;
+using plot::read_text;
+using plot::Series;
 
-
-// A spectrogram (dB, [frames][bins]) as an SVG grid of grey rectangles.
+// A spectrogram (dB, [frames][bins]) as grey levels, black at `hi`, white at `lo` and below.
 std::string spectrogram_plot(const std::string& title, const at::Tensor& db, double lo, double hi, double seconds, double nyquist) {
-  const int64_t frames = db.size(0), bins = db.size(1);
-  const double w = 640, h = 200, left = 60, top = 24, cw = (w - left - 10) / static_cast<double>(frames),
-               ch = (h - top - 20) / static_cast<double>(bins);
-  std::ostringstream o;
-  o << "<svg xmlns='http://www.w3.org/2000/svg' class='spectrogram' width='" << w << "' height='" << h << "' role='img' aria-label='"
-    << escape(title) << "'><text x='" << left << "' y='16' font-size='14' font-weight='bold'>" << escape(title) << "</text>";
   const at::Tensor d = db.to(at::kDouble).contiguous();
   const double* v = d.data_ptr<double>();
-  for (int64_t f = 0; f < frames; ++f)
-    for (int64_t b = 0; b < bins; ++b) {
-      const double level = std::clamp((v[f * bins + b] - lo) / (hi - lo), 0.0, 1.0);
-      const int grey = static_cast<int>(255 * (1 - level));
-      o << "<rect x='" << number(left + f * cw, 6) << "' y='" << number(top + (bins - 1 - b) * ch, 6) << "' width='" << number(cw + 0.3, 4)
-        << "' height='" << number(ch + 0.3, 4) << "' fill='rgb(" << grey << "," << grey << "," << grey << ")'/>";
-    }
-  o << "<text x='" << left - 4 << "' y='" << top + 10 << "' font-size='11' text-anchor='end'>" << number(nyquist / 1000, 3) << " kHz</text>";
-  o << "<text x='" << left << "' y='" << h - 4 << "' font-size='11'>0 s</text><text x='" << w - 10 << "' y='" << h - 4
-    << "' font-size='11' text-anchor='end'>" << number(seconds, 3) << " s</text></svg>";
-  return o.str();
+  const int64_t bins = d.size(1);
+  std::vector<std::vector<double>> frames;
+  for (int64_t f = 0; f < d.size(0); ++f) frames.emplace_back(v + f * bins, v + (f + 1) * bins);
+  plot::HeatmapOptions options;
+  options.lo = lo, options.hi = hi;
+  options.css_class = "spectrogram";
+  options.y_top_label = number(nyquist / 1000, 3) + " kHz";
+  options.x_left_label = "0 s";
+  options.x_right_label = number(seconds, 3) + " s";
+  return plot::heatmap(title, frames, options);
 }
 
 // Log-magnitude spectrogram in dB, pooled to about 100 frames x 48 bins.

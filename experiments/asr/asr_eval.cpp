@@ -15,7 +15,7 @@
 #include <tuple>
 
 #include "experiments/asr/asr_task.h"
-#include "trainer/atomic_file.h"
+#include "trainer/serialization/atomic_file.h"
 
 namespace wavetrain::experiments::asr {
 

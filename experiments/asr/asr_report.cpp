@@ -11,14 +11,22 @@
 #include <sstream>
 
 #include "experiments/common/report_html.h"
-#include "trainer/atomic_file.h"
+#include "trainer/plot/svg_plot.h"
+#include "trainer/serialization/atomic_file.h"
 
 namespace fs = std::filesystem;
 
 namespace wavetrain::experiments::asr {
 namespace {
 
-using namespace report_html;
+using plot::bar_chart;
+using plot::escape;
+using plot::line_plot;
+using plot::number;
+using plot::read_metrics_csv;
+using plot::read_text;
+using plot::Series;
+using report_html::wav_data_url;
 
 const std::vector<std::string> kMethods = {"greedy_search", "modified_beam_search"};
 const std::vector<std::string> kColours = {"#1f77b4", "#ff7f0e"};

@@ -23,12 +23,16 @@
 #include "data/hdf5_store.h"
 #include "experiments/asr/seeding.h"
 #include "experiments/asr/sentences.h"
-#include "experiments/common/run_program.h"
+#include "trainer/sweep/run_program.h"
 
 namespace wavetrain::experiments::asr {
 namespace {
 
 namespace fs = std::filesystem;
+using sweep::command_line;
+using sweep::program_on_path;
+using sweep::ProgramResult;
+using sweep::run_program;
 
 const std::vector<std::string> kAccents = {"en-us", "en-gb", "en-gb-scotland", "en-gb-x-rp",
                                            "en-gb-x-gbclan", "en-gb-x-gbcwmd", "en-029", "en-us-nyc"};

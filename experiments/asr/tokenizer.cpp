@@ -10,7 +10,7 @@
 
 #include "data/hdf5_store.h"
 #include "experiments/asr/corpus_synth.h"
-#include "trainer/atomic_file.h"
+#include "trainer/serialization/atomic_file.h"
 
 namespace wavetrain::experiments::asr {
 namespace {

@@ -1,5 +1,5 @@
 // Atomic file writes; see atomic_file.h.
-#include "trainer/atomic_file.h"
+#include "trainer/serialization/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
 // Run directories; see run_directory.h.
-#include "trainer/run_directory.h"
+#include "trainer/sweep/run_directory.h"
 
 #include <sys/stat.h>
 
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "trainer/atomic_file.h"
+#include "trainer/serialization/atomic_file.h"
 #include "trainer/config/yaml_io.h"
 #include "wavetrain_build_config.h"
 

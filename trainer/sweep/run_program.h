@@ -1,11 +1,12 @@
-// Running the outside programs an experiment builds data with (sox, espeak-ng, flite): by argument
-// vector, never through a shell, so that text and file names need no quoting.
+// Running outside programs (Slurm's sbatch, squeue and scontrol for the sweep launcher; sox, espeak-ng
+// and flite for the experiments' data): by argument vector, never through a shell, so that text and
+// file names need no quoting.
 #pragma once
 
 #include <string>
 #include <vector>
 
-namespace wavetrain::experiments {
+namespace wavetrain::sweep {
 
 struct ProgramResult {
   int exit_code = -1;  // the program's exit status; 128 + the signal when one ended it; 127 when it could not start
@@ -23,4 +24,4 @@ bool program_on_path(const std::string& name);
 // error messages and records.
 std::string command_line(const std::vector<std::string>& argv);
 
-}  // namespace wavetrain::experiments
+}  // namespace wavetrain::sweep

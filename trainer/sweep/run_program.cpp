@@ -1,5 +1,5 @@
 // Outside programs by argument vector (run_program.h).
-#include "experiments/common/run_program.h"
+#include "trainer/sweep/run_program.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -15,7 +15,7 @@
 
 extern char** environ;
 
-namespace wavetrain::experiments {
+namespace wavetrain::sweep {
 
 ProgramResult run_program(const std::vector<std::string>& argv, bool capture_stdout) {
   if (argv.empty()) throw std::invalid_argument("run_program: no program given");
@@ -106,4 +106,4 @@ std::string command_line(const std::vector<std::string>& argv) {
   return out;
 }
 
-}  // namespace wavetrain::experiments
+}  // namespace wavetrain::sweep

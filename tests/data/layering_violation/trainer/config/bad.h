@@ -1,0 +1,1 @@
+#include <ATen/ATen.h>

@@ -1,0 +1,1 @@
+#include "trainer/trainer.h"

@@ -1,0 +1,220 @@
+// Sweeps beyond grids as a user runs them (`wavetrain train -m`): ASHA against the full grid on
+// toy_regression, random search's trials, the errors a sweep gives before it writes or submits
+// anything, and the stop signal that lets a job save a checkpoint and continue later.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tests/run_process.h"
+#include "trainer/checkpoint.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Result = wavetrain::testing::ProcessResult;
+
+Result wavetrain_in(const fs::path& dir, const std::string& args, const std::string& env = "") {
+  fs::create_directories(dir);
+  return wavetrain::testing::run_shell("cd '" + dir.string() + "' && env " + env + " '" WAVETRAIN_BINARY "' " + args);
+}
+
+fs::path fresh(const std::string& name) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("wavetrain_sweep_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  return dir;
+}
+
+nlohmann::json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  return nlohmann::json::parse(in);
+}
+
+// step -> train/loss of a run's metrics.csv (the rows that have one).
+std::map<int64_t, std::string> train_losses(const fs::path& metrics_csv) {
+  std::ifstream in(metrics_csv);
+  std::string line;
+  std::getline(in, line);
+  std::vector<std::string> names;
+  std::stringstream header(line);
+  for (std::string cell; std::getline(header, cell, ',');) names.push_back(cell);
+  const size_t col = static_cast<size_t>(std::find(names.begin(), names.end(), "train/loss") - names.begin());
+  std::map<int64_t, std::string> out;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream row(line);
+    for (std::string cell; std::getline(row, cell, ',');) f.push_back(cell);
+    if (col < f.size() && !f[col].empty()) out[std::stoll(f[0])] = f[col];
+  }
+  return out;
+}
+
+std::string lr_of(const nlohmann::json& job) {
+  for (const std::string o : job["overrides"])
+    if (o.rfind("optimizer.lr=", 0) == 0) return o.substr(13);
+  return "";
+}
+
+const char* kLrs = "optimizer.lr=0.0001,0.0003,0.001,0.002,0.004,0.008,0.016,0.032,0.064";
+
+TEST(SweepCli, AshaFindsTheGridsBestWithAFractionOfItsStepsAndPromotedTrialsContinueTheirCurves) {
+  const fs::path dir = fresh("asha");
+  const std::string common = std::string("train -m task=toy_regression trainer.max_epochs=1000 sweep.objective=val/mse ") + kLrs;
+  const Result grid = wavetrain_in(dir, common + " trainer.max_steps=90 run.multirun_dir=grid -j 2");
+  ASSERT_EQ(grid.exit_code, 0) << grid.out << grid.err;
+  // One worker: ASHA's decisions then depend on the results alone, not on which job ends first.
+  const Result asha = wavetrain_in(dir, common + " sweep.strategy=asha sweep.asha.min_resource=10 sweep.asha.max_resource=90 "
+                                                 "run.multirun_dir=asha -j 1");
+  ASSERT_EQ(asha.exit_code, 0) << asha.out << asha.err;
+  EXPECT_NE(asha.out.find("rungs (trainer.max_steps): 10 30 90"), std::string::npos) << asha.out;
+
+  const nlohmann::json g = read_json(dir / "grid/summary.json"), a = read_json(dir / "asha/summary.json");
+  int64_t grid_steps = 0, asha_steps = 0;
+  std::map<std::string, size_t> grid_job_of_lr;
+  for (const auto& j : g["jobs"]) {
+    grid_steps += j["steps"].get<int64_t>();
+    grid_job_of_lr[lr_of(j)] = j["job"];
+  }
+  std::map<std::string, int> statuses;
+  for (const auto& j : a["jobs"]) {
+    asha_steps += j["steps"].get<int64_t>();
+    ++statuses[j["status"].get<std::string>()];
+  }
+  EXPECT_EQ(grid_steps, 9 * 90);
+  EXPECT_LE(asha_steps * 100, grid_steps * 40) << "ASHA trained " << asha_steps << " steps, the grid " << grid_steps;
+  EXPECT_EQ(statuses["done"] + statuses["stopped"], 9) << a.dump(1);
+  EXPECT_GE(statuses["done"], 1);
+  EXPECT_GE(statuses["stopped"], 6);
+
+  // The same best: the same learning rate, and the same objective to the bit (the best trial's run,
+  // resumed twice, is the grid's uninterrupted run).
+  ASSERT_TRUE(g["best_job"].is_number() && a["best_job"].is_number());
+  const auto& gb = g["jobs"][g["best_job"].get<size_t>()];
+  const auto& ab = a["jobs"][a["best_job"].get<size_t>()];
+  EXPECT_EQ(lr_of(ab), lr_of(gb));
+  EXPECT_EQ(ab["objective"].get<double>(), gb["objective"].get<double>());
+
+  // Every promoted trial's curve is the grid's curve for its learning rate: no restart, no jump.
+  int promoted = 0;
+  for (const auto& j : a["jobs"]) {
+    if (j["rung"].get<int>() < 1) continue;
+    ++promoted;
+    const size_t n = j["job"];
+    const auto mine = train_losses(dir / "asha" / std::to_string(n) / "metrics.csv");
+    const auto whole = train_losses(dir / "grid" / std::to_string(grid_job_of_lr.at(lr_of(j))) / "metrics.csv");
+    ASSERT_FALSE(mine.empty());
+    EXPECT_EQ(mine.rbegin()->first, j["rung"].get<int>() == 1 ? 30 : 90) << "trial " << n;
+    for (const auto& [step, loss] : mine) EXPECT_EQ(loss, whole.at(step)) << "trial " << n << " step " << step;
+  }
+  EXPECT_GE(promoted, 3);
+  EXPECT_TRUE(fs::is_regular_file(dir / "asha/report.html"));
+}
+
+TEST(SweepCli, RandomSearchDrawsTheSameTrialsForTheSameSeed) {
+  const fs::path dir = fresh("random");
+  const std::string args =
+      "train -m --info jobs task=toy_regression sweep.strategy=random sweep.trials=5 trainer.seed=1,2 "
+      "'+sweep.space.optimizer.lr=\"loguniform(1e-4,1e-1)\"' '+sweep.space.toy_regression.hidden=\"int(4,64)\"' ";
+  const Result a = wavetrain_in(dir, args + "sweep.seed=3"), b = wavetrain_in(dir, args + "sweep.seed=3"),
+               c = wavetrain_in(dir, args + "sweep.seed=4");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.out, c.out);
+  std::istringstream lines(a.out);
+  int n = 0;
+  for (std::string line; std::getline(lines, line); ++n) {
+    // ... trainer.seed=S ... optimizer.lr=X toy_regression.hidden=H (the fixed overrides stay in each job)
+    std::istringstream words(line);
+    std::string seed, lr, hidden;
+    for (std::string w; words >> w;) {
+      if (w.rfind("trainer.seed=", 0) == 0) seed = w;
+      if (w.rfind("optimizer.lr=", 0) == 0) lr = w;
+      if (w.rfind("toy_regression.hidden=", 0) == 0) hidden = w;
+    }
+    EXPECT_TRUE(seed == "trainer.seed=1" || seed == "trainer.seed=2") << line;
+    ASSERT_EQ(lr.rfind("optimizer.lr=", 0), 0u) << line;
+    const double v = std::stod(lr.substr(13));
+    EXPECT_GE(v, 1e-4);
+    EXPECT_LE(v, 1e-1);
+    ASSERT_EQ(hidden.rfind("toy_regression.hidden=", 0), 0u) << line;
+    const int h = std::stoi(hidden.substr(22));
+    EXPECT_GE(h, 4);
+    EXPECT_LE(h, 64);
+  }
+  EXPECT_EQ(n, 5);
+}
+
+// Each bad sweep exits non-zero with a message naming what is wrong, and writes nothing.
+TEST(SweepCli, BadSweepsAreRefusedBeforeAnythingIsWrittenOrSubmitted) {
+  const fs::path dir = fresh("bad");
+  const std::string base = "train -m task=toy_regression trainer.max_epochs=1 run.multirun_dir=sweep ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"sweep.strategy=random '+sweep.space.optimizer.lr=\"uniform(0.1,0.1)\"' sweep.trials=3",
+       "sweep.space.optimizer.lr=uniform(0.1,0.1): the range holds no values"},
+      {"sweep.strategy=random '+sweep.space.optimizer.lr=\"choice()\"'", "sweep.space.optimizer.lr"},
+      {"optimizer.lr=0.1,0.2 sweep.objective=val/msee",
+       "sweep.objective='val/msee' is not a metric that task toy_regression reports; it reports: train/loss, val/mse, val/mae"},
+      {"optimizer.lr=0.1,0.2 sweep.strategy=asha sweep.asha.max_resource=10", "sweep.strategy=asha needs sweep.objective"},
+      {"optimizer.lr=0.1,0.2 sweep.strategy=asha sweep.objective=val/mse", "sweep.asha.max_resource (0) must be >= sweep.asha.min_resource (1)"},
+      {"optimizer.lr=0.1,0.2 sweep.strategy=bayes", "sweep.strategy='bayes': expected grid, random or asha"},
+      {"optimizer.lr=0.1,0.2 launcher=slurm +launcher.partitionn=gpu",
+       "launcher.partitionn (the command line): not an option of the Slurm launcher; did you mean launcher.partition?"},
+      {"optimizer.lr=0.1,0.2 launcher=slurm launcher.time=soon", "launcher.time='soon': expected minutes or [D-]HH:MM:SS"},
+      {"optimizer.lr=0.1,0.2 launcher=slurm launcher.max_requeue=-1", "launcher.max_requeue must be >= 0"},
+  };
+  for (const auto& [args, message] : cases) {
+    const Result r = wavetrain_in(dir, base + args);
+    EXPECT_NE(r.exit_code, 0) << args;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << "\n" << r.err;
+    EXPECT_FALSE(fs::exists(dir / "sweep")) << args;
+  }
+  // No Slurm client on PATH: said before anything is submitted.
+  const Result no_sbatch = wavetrain_in(dir, base + "optimizer.lr=0.1,0.2 launcher=slurm", "PATH=/nonexistent");
+  EXPECT_NE(no_sbatch.exit_code, 0);
+  EXPECT_NE(no_sbatch.err.find("launcher=slurm: sbatch, squeue, scontrol not found on PATH"), std::string::npos) << no_sbatch.err;
+  EXPECT_FALSE(fs::exists(dir / "sweep"));
+}
+
+// SIGUSR1 (Slurm's warning before a time limit) or SIGTERM during training: the run saves
+// last.ckpt, exits with 75 and no result.json, and `trainer.resume=last` then ends with exactly the
+// weights of a run that was never stopped.
+TEST(SweepCli, AStopSignalSavesACheckpointAndTheResumedRunEqualsAnUninterruptedOne) {
+  const fs::path dir = fresh("signal");
+  const std::string common = "train task=toy_regression trainer.max_epochs=1000 trainer.max_steps=2000 trainer.seed=3 ";
+  ASSERT_EQ(wavetrain_in(dir, common + "run.dir=whole").exit_code, 0);
+  const wavetrain::TrainingState whole = wavetrain::Checkpoint::load((dir / "whole/checkpoints/last.ckpt").string());
+  for (const std::string signal : {"USR1", "TERM"}) {
+    const std::string run = "stopped_" + signal;
+    // Signalled once training is under way (metrics.csv has rows past its header).
+    const Result stopped = wavetrain::testing::run_shell(
+        "{ cd '" + dir.string() + "' && { '" WAVETRAIN_BINARY "' " + common + "run.dir=" + run + " & pid=$!; " +
+        "for i in $(seq 400); do [ \"$(cat '" + (dir / run / "metrics.csv").string() +
+        "' 2>/dev/null | wc -l)\" -ge 3 ] && break; sleep 0.05; done; kill -" + signal + " $pid; wait $pid; echo \"exit $?\"; }; }");
+    EXPECT_NE(stopped.out.find("exit 75"), std::string::npos) << stopped.out << stopped.err;
+    EXPECT_NE(stopped.err.find("stopped by SIG" + signal + " at step "), std::string::npos) << stopped.err;
+    EXPECT_FALSE(fs::exists(dir / run / "result.json"));
+    const wavetrain::TrainingState saved = wavetrain::Checkpoint::load((dir / run / "checkpoints/last.ckpt").string());
+    EXPECT_GT(saved.global_step, 0);
+    EXPECT_LT(saved.global_step, 2000) << "the run ended before the signal: make it longer";
+    std::ifstream log(dir / run / "wavetrain.log");
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("stopping: SIG" + signal + " received; checkpoint saved at step " + std::to_string(saved.global_step)),
+              std::string::npos) << text;
+
+    const Result resumed = wavetrain_in(dir, common + "run.dir=" + run + " trainer.resume=last");
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+    const wavetrain::TrainingState after = wavetrain::Checkpoint::load((dir / run / "checkpoints/last.ckpt").string());
+    EXPECT_EQ(after.global_step, 2000);
+    ASSERT_EQ(after.model.size(), whole.model.size());
+    for (size_t i = 0; i < whole.model.size(); ++i)
+      EXPECT_TRUE(at::equal(after.model[i].second, whole.model[i].second)) << signal << " " << whole.model[i].first;
+    EXPECT_EQ(read_json(dir / run / "result.json")["last"]["val/mse"], read_json(dir / "whole/result.json")["last"]["val/mse"]);
+  }
+}
+
+}  // namespace

@@ -1,0 +1,124 @@
+// The local launcher: each job a child process of the sweep's own process; see launcher.h.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <stdexcept>
+#include <thread>
+
+#include "trainer/sweep/launcher.h"
+
+extern char** environ;
+
+namespace fs = std::filesystem;
+
+namespace wavetrain::sweep {
+
+std::vector<std::string> job_arguments(const std::vector<std::string>& command, const fs::path& sweep_dir,
+                                       const JobLaunch& launch) {
+  const fs::path run_dir = sweep_dir / std::to_string(launch.job);
+  std::vector<std::string> args = command;
+  args.insert(args.end(), launch.overrides.begin(), launch.overrides.end());
+  args.push_back("++run.dir=" + run_dir.string());
+  if (launch.resume && fs::exists(run_dir / "checkpoints" / "last.ckpt")) {
+    args.push_back("++trainer.resume=last");
+  } else if (fs::exists(run_dir)) {
+    // A fresh start: the earlier attempt's files are kept beside the new run.
+    int attempt = 1;
+    while (fs::exists(run_dir.string() + ".attempt-" + std::to_string(attempt))) ++attempt;
+    fs::rename(run_dir, run_dir.string() + ".attempt-" + std::to_string(attempt));
+  }
+  return args;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class LocalLauncher : public Launcher {
+ public:
+  LocalLauncher(fs::path dir, std::vector<std::string> command, int parallel)
+      : dir_(std::move(dir)), command_(std::move(command)), parallel_(std::max(1, parallel)) {}
+
+  std::string name() const override { return "local"; }
+
+  void submit(const std::vector<JobLaunch>& launches) override {
+    queue_.insert(queue_.end(), launches.begin(), launches.end());
+    start_queued();
+  }
+
+  std::vector<JobEnd> wait(double max_seconds) override {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(max_seconds);
+    std::vector<JobEnd> ended;
+    while (true) {
+      int status = 0;
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid < 0 && errno != ECHILD && errno != EINTR)
+        throw std::runtime_error(std::string("multirun: waitpid failed: ") + std::strerror(errno));
+      if (pid > 0) {
+        auto it = running_.find(pid);
+        if (it == running_.end()) continue;  // not one of ours
+        JobEnd end;
+        end.job = it->second.first;
+        end.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        end.seconds = std::chrono::duration<double>(Clock::now() - it->second.second).count();
+        if (WIFSIGNALED(status)) end.note = std::string("killed by signal ") + std::to_string(WTERMSIG(status));
+        running_.erase(it);
+        ended.push_back(end);
+        start_queued();
+        continue;  // collect every job that has ended by now
+      }
+      if (!ended.empty() || running_.empty() || Clock::now() >= deadline) return ended;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  size_t active() const override { return running_.size() + queue_.size(); }
+
+ private:
+  void start_queued() {
+    while (!queue_.empty() && static_cast<int>(running_.size()) < parallel_) {
+      const JobLaunch launch = queue_.front();
+      queue_.pop_front();
+      std::vector<std::string> args = job_arguments(command_, dir_, launch);
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      fs::create_directories(dir_ / "logs");
+      const std::string log = (dir_ / "logs" / (std::to_string(launch.job) + ".log")).string();
+      posix_spawn_file_actions_t actions;
+      posix_spawn_file_actions_init(&actions);
+      // A continued run's output goes on after its earlier part; a fresh start begins a new log.
+      posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
+                                       O_WRONLY | O_CREAT | (launch.resume ? O_APPEND : O_TRUNC), 0644);
+      posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+      posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+      pid_t pid = 0;
+      const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+      posix_spawn_file_actions_destroy(&actions);
+      if (rc != 0) throw std::runtime_error("multirun: cannot start '" + args[0] + "': " + std::strerror(rc));
+      running_[pid] = {launch.job, Clock::now()};
+    }
+  }
+
+  fs::path dir_;
+  std::vector<std::string> command_;
+  int parallel_;
+  std::deque<JobLaunch> queue_;
+  std::map<pid_t, std::pair<size_t, Clock::time_point>> running_;
+};
+
+}  // namespace
+
+std::unique_ptr<Launcher> make_local_launcher(const fs::path& sweep_dir, std::vector<std::string> command, int parallel) {
+  return std::make_unique<LocalLauncher>(sweep_dir, std::move(command), parallel);
+}
+
+}  // namespace wavetrain::sweep
