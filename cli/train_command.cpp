@@ -32,7 +32,6 @@
 #include "trainer/distributed_env.h"
 #include "trainer/sweep/multirun.h"
 #include "trainer/sweep/search_space.h"
-#include "trainer/sweep/slurm_launcher.h"
 #include "trainer/stop_signal.h"
 #include "trainer/task.h"
 #include "trainer/threads.h"
@@ -278,21 +277,13 @@ int run_train(const TrainOptions& opt) {
       first.push_back("++" + m.asha_resource + "=" + std::to_string(m.asha.max_resource));
       config::compose({dirs, opt.config_name, first});  // the resource key takes a number
     }
-    const std::string launcher = cfg.get_string("launcher.name", "local");
-    if (launcher == "slurm") {
-      sweep::parse_slurm_options(m.launcher);
-      sweep::check_slurm_client();
-    } else if (launcher != "local") {
-      throw config::ConfigError("launcher.name='" + launcher + "': expected local or slurm (launcher=local or launcher=slurm)");
-    }
+    m.parallel = check_launcher(m.launcher, opt.parallel);
     if (!m.objective.empty()) check_objective(config::Config(config::compose({dirs, opt.config_name, trials.front()}).config), m.objective);
     const std::string pattern =
         cfg.has("run.multirun_dir") ? cfg.get_string("run.multirun_dir") : "multirun/" + std::string("default");
     const RunDirectory dir = RunDirectory::create(pattern);
     m.dir = dir.path();
     m.command = job_command(opt);
-    m.parallel = opt.parallel;
-    if (launcher == "slurm") m.parallel = static_cast<int>(sweep::parse_slurm_options(m.launcher).array_parallelism);
     const MultirunSummary s = run_multirun(trials, m, std::cout);
     return s.failed ? kExitFailure : kExitOk;
   }

@@ -218,3 +218,41 @@ TEST(SweepCli, AStopSignalSavesACheckpointAndTheResumedRunEqualsAnUninterruptedO
 }
 
 }  // namespace
+
+namespace {
+
+// `wavetrain report` for any set of run directories (and for a sweep directory), as a user
+// compares runs started by hand: one table row per run, the params that differ, the objective.
+TEST(SweepCli, ReportComparesRunDirectoriesAndSweepDirectories) {
+  const fs::path dir = fresh("report");
+  for (const std::string lr : {"0.001", "0.01", "0.03"})
+    ASSERT_EQ(wavetrain_in(dir, "train task=toy_regression trainer.max_epochs=2 trainer.monitor=val/mse optimizer.lr=" + lr +
+                                    " run.dir=runs/lr" + lr).exit_code, 0);
+  const Result r = wavetrain_in(dir, "report runs/lr0.001 runs/lr0.01 runs/lr0.03 -o compared");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("report: compared/report.html"), std::string::npos) << r.out;
+  std::ifstream in(dir / "compared/report.html");
+  const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t rows = 0;
+  for (size_t at = html.find("<tr data-job="); at != std::string::npos; at = html.find("<tr data-job=", at + 1)) ++rows;
+  EXPECT_EQ(rows, 3u);
+  EXPECT_NE(html.find("optimizer.lr"), std::string::npos);
+  EXPECT_NE(html.find("val/mse"), std::string::npos);  // the runs' trainer.monitor is the objective
+  // The best run is the one with the lowest val/mse in its result.json.
+  std::string best;
+  double lowest = 1e9;
+  for (const std::string lr : {"0.001", "0.01", "0.03"}) {
+    const double v = read_json(dir / ("runs/lr" + lr) / "result.json")["best"]["val/mse"];
+    if (v < lowest) {
+      lowest = v;
+      best = lr;
+    }
+  }
+  EXPECT_NE(html.find("id='best-job' data-job='lr" + best + "'"), std::string::npos) << "best: " << best;
+
+  const Result bad = wavetrain_in(dir, "report runs/nothing-here");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("report: 'runs/nothing-here' is not a directory"), std::string::npos) << bad.err;
+}
+
+}  // namespace

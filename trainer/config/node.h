@@ -146,4 +146,7 @@ std::vector<std::string> split_path(const std::string& path);
 // 0.1, 1.0, 0.0003, 1e-05, 1e+16, inf, -inf, nan.
 std::string format_float(double v);
 
+// Levenshtein distance (insertions, deletions, substitutions), for "did you mean" suggestions.
+size_t edit_distance(const std::string& a, const std::string& b);
+
 }  // namespace wavetrain::config

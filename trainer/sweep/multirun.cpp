@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <deque>
 #include <fstream>
 #include <iomanip>
 #include <map>
@@ -17,6 +16,7 @@
 #include "trainer/config/node.h"
 #include "trainer/config/yaml_io.h"
 #include "trainer/serialization/atomic_file.h"
+#include "trainer/sweep/run_files.h"
 #include "trainer/sweep/slurm_launcher.h"
 #include "trainer/sweep/sweep_report.h"
 
@@ -28,38 +28,6 @@ namespace {
 std::string join(const std::vector<std::string>& parts, const std::string& sep) {
   std::string out;
   for (size_t i = 0; i < parts.size(); ++i) out += (i ? sep : "") + parts[i];
-  return out;
-}
-
-void flatten(const nlohmann::json& j, const std::string& prefix, nlohmann::json& out) {
-  if (j.is_number()) {
-    out[prefix] = j;
-  } else if (j.is_object()) {
-    for (auto it = j.begin(); it != j.end(); ++it) flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
-  }
-}
-
-nlohmann::json read_metrics(const fs::path& result_json) {
-  nlohmann::json flat = nlohmann::json::object();
-  std::ifstream in(result_json);
-  if (!in) return flat;
-  try {
-    flatten(nlohmann::json::parse(in), "", flat);
-  } catch (const nlohmann::json::exception&) {
-    // A job that died while writing it has no usable metrics; its status says what happened.
-  }
-  return flat;
-}
-
-std::string tail(const fs::path& file, int lines) {
-  std::ifstream in(file);
-  std::deque<std::string> last;
-  for (std::string line; std::getline(in, line);) {
-    last.push_back(line);
-    if (static_cast<int>(last.size()) > lines) last.pop_front();
-  }
-  std::string out;
-  for (const std::string& l : last) out += l + "\n";
   return out;
 }
 
@@ -76,26 +44,15 @@ std::string format_seconds(double s) {
   return out.str();
 }
 
-// key=value -> (key without +/++, value): the parameters that differ between trials.
-std::vector<std::pair<std::string, std::string>> split_overrides(const std::vector<std::string>& overrides) {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const std::string& o : overrides) {
-    const size_t eq = o.find('=');
-    if (eq == std::string::npos) continue;
-    std::string key = o.substr(0, eq);
-    key.erase(0, key.find_first_not_of('+'));
-    out.emplace_back(key, o.substr(eq + 1));
-  }
-  return out;
-}
-
 nlohmann::json swept_params(const std::vector<JobOutcome>& jobs, size_t index) {
   std::map<std::string, std::set<std::string>> values;
   for (const JobOutcome& j : jobs)
-    for (const auto& [k, v] : split_overrides(j.overrides)) values[k].insert(v);
+    for (const std::string& o : j.overrides)
+      if (const auto kv = sweep::override_key_value(o)) values[kv->first].insert(kv->second);
   nlohmann::json params = nlohmann::json::object();
-  for (const auto& [k, v] : split_overrides(jobs[index].overrides))
-    if (jobs.size() == 1 || values[k].size() > 1) params[k] = v;
+  for (const std::string& o : jobs[index].overrides)
+    if (const auto kv = sweep::override_key_value(o); kv && (jobs.size() == 1 || values[kv->first].size() > 1))
+      params[kv->first] = kv->second;
   return params;
 }
 
@@ -105,15 +62,18 @@ config::Node strings_node(const std::vector<std::string>& items) {
   return n;
 }
 
-std::unique_ptr<sweep::Launcher> make_launcher(const MultirunOptions& opt) {
-  const config::Node* name = opt.launcher.is_mapping() ? opt.launcher.find("name") : nullptr;
+std::string launcher_name(const config::Node& launcher) {
+  const config::Node* name = launcher.is_mapping() ? launcher.find("name") : nullptr;
   const std::string kind = name && name->kind() == config::Node::Kind::String ? name->string_value() : "local";
-  if (kind == "local") return sweep::make_local_launcher(opt.dir, opt.command, opt.parallel);
-  if (kind == "slurm") {
-    sweep::check_slurm_client();
-    return sweep::make_slurm_launcher(opt.dir, opt.command, sweep::parse_slurm_options(opt.launcher));
-  }
-  throw config::ConfigError("launcher.name='" + kind + "': expected local or slurm");
+  if (kind != "local" && kind != "slurm")
+    throw config::ConfigError("launcher.name='" + kind + "': expected local or slurm (launcher=local or launcher=slurm)");
+  return kind;
+}
+
+std::unique_ptr<sweep::Launcher> make_launcher(const MultirunOptions& opt) {
+  check_launcher(opt.launcher, opt.parallel);
+  if (launcher_name(opt.launcher) == "local") return sweep::make_local_launcher(opt.dir, opt.command, opt.parallel);
+  return sweep::make_slurm_launcher(opt.dir, opt.command, sweep::parse_slurm_options(opt.launcher));
 }
 
 class Driver {
@@ -252,14 +212,14 @@ class Driver {
   std::optional<double> objective_of(const JobOutcome& j) const {
     if (opt_.objective.empty()) return std::nullopt;
     if (const auto v = objective_value(j, opt_.objective)) return v;
-    return latest_metric(opt_.dir / std::to_string(j.index) / "metrics.csv", opt_.objective);
+    return sweep::latest_metric(opt_.dir / std::to_string(j.index) / "metrics.csv", opt_.objective);
   }
 
   // The objectives of running jobs, as their metrics.csv has them now.
   void refresh_running() {
     for (JobOutcome& j : summary_.jobs)
       if (j.status == "running" && !opt_.objective.empty())
-        if (const auto v = latest_metric(opt_.dir / std::to_string(j.index) / "metrics.csv", opt_.objective)) j.objective = v;
+        if (const auto v = sweep::latest_metric(opt_.dir / std::to_string(j.index) / "metrics.csv", opt_.objective)) j.objective = v;
   }
 
   void finish(JobOutcome& job, const sweep::JobEnd& end) {
@@ -267,7 +227,7 @@ class Driver {
     job.exit_code = end.exit_code;
     job.note = end.note;
     job.launcher_record = launcher_->job_record(job.index);
-    job.metrics = read_metrics(opt_.dir / std::to_string(job.index) / "result.json");
+    job.metrics = sweep::read_result_metrics(opt_.dir / std::to_string(job.index) / "result.json");
     job.steps = job.metrics.value("global_step", int64_t{0});
     job.objective = objective_of(job);
     const fs::path log = opt_.dir / "logs" / (std::to_string(job.index) + ".log");
@@ -281,7 +241,7 @@ class Driver {
       return;
     }
     job.status = "failed";
-    job.error = tail(log, opt_.log_tail_lines);
+    job.error = sweep::log_tail(log, opt_.log_tail_lines);
     out_ << "[" << job.index << "] FAILED with exit code " << end.exit_code << " after " << format_seconds(end.seconds)
          << (end.note.empty() ? "" : " (" + end.note + ")") << ": " << join(job.overrides, " ") << "\n  last lines of "
          << log.string() << ":\n" << indent(job.error) << std::flush;
@@ -397,41 +357,15 @@ class Driver {
 
 }  // namespace
 
-std::optional<double> objective_value(const JobOutcome& job, const std::string& objective) {
-  for (const std::string& key : {"best." + objective, "last." + objective, objective})
-    if (job.metrics.contains(key) && job.metrics[key].is_number()) return job.metrics[key].get<double>();
-  return std::nullopt;
+int check_launcher(const config::Node& launcher, int local_parallel) {
+  if (launcher_name(launcher) == "local") return local_parallel;
+  const sweep::SlurmOptions options = sweep::parse_slurm_options(launcher);
+  sweep::check_slurm_client();
+  return static_cast<int>(options.array_parallelism);
 }
 
-std::optional<double> latest_metric(const fs::path& metrics_csv, const std::string& metric) {
-  std::ifstream in(metrics_csv);
-  std::string header;
-  if (!in || !std::getline(in, header)) return std::nullopt;
-  auto fields = [](const std::string& line) {
-    std::vector<std::string> f;
-    std::string cell;
-    std::istringstream s(line);
-    while (std::getline(s, cell, ',')) f.push_back(cell);
-    if (!line.empty() && line.back() == ',') f.emplace_back();
-    return f;
-  };
-  const std::vector<std::string> names = fields(header);
-  const auto col = std::find(names.begin(), names.end(), metric);
-  if (col == names.end()) return std::nullopt;
-  const size_t index = static_cast<size_t>(col - names.begin());
-  std::optional<double> latest;
-  for (std::string line; std::getline(in, line);) {
-    const std::vector<std::string> f = fields(line);
-    if (index >= f.size() || f[index].empty()) continue;
-    try {
-      size_t used = 0;
-      const double v = std::stod(f[index], &used);
-      if (used == f[index].size()) latest = v;
-    } catch (const std::exception&) {
-      // a half-written last line: the value before it stands
-    }
-  }
-  return latest;
+std::optional<double> objective_value(const JobOutcome& job, const std::string& objective) {
+  return sweep::objective_from(job.metrics, objective);
 }
 
 MultirunSummary run_multirun(const std::vector<std::vector<std::string>>& trials, const MultirunOptions& options,

@@ -83,11 +83,13 @@ MultirunSummary run_multirun(const std::vector<std::vector<std::string>>& trials
 // recorded parallelism). Throws std::runtime_error if the directory holds none.
 MultirunSummary resume_multirun(const MultirunOptions& options, std::ostream& out);
 
+// Checks a config's `launcher` section before anything is written or submitted: its name (local or
+// slurm) and, for Slurm, its options and that sbatch, squeue and scontrol are on PATH. Returns how
+// many jobs run at once under it: `local_parallel` (-j) locally, launcher.array_parallelism on Slurm.
+int check_launcher(const config::Node& launcher, int local_parallel);
+
 // The value of `objective` for a job: metrics "best.<objective>", then "last.<objective>", then
 // "<objective>". nullopt when the job has none.
 std::optional<double> objective_value(const JobOutcome& job, const std::string& objective);
-
-// The latest value of column `metric` in a metrics.csv (written as a run goes); nullopt if none.
-std::optional<double> latest_metric(const std::filesystem::path& metrics_csv, const std::string& metric);
 
 }  // namespace wavetrain

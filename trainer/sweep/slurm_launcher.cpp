@@ -39,21 +39,6 @@ const std::vector<std::string> kSlurmKeys = {
     "name", "partition", "qos", "account", "time", "cpus_per_task", "gpus_per_node", "tasks_per_node", "nodes", "mem",
     "array_parallelism", "signal_delay_s", "max_requeue", "additional", "setup", "poll_interval_s"};
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
 std::string text_value(const Node& v, const std::string& key) {
   if (v.is_null()) return "";
   if (!v.is_scalar() || v.is_missing()) throw ConfigError("launcher." + key + " must be a single value, found " + v.to_display());
@@ -284,7 +269,7 @@ SlurmOptions parse_slurm_options(const Node& section) {
       std::string closest;
       size_t best = 3;  // only suggest what is close
       for (const std::string& k : kSlurmKeys)
-        if (const size_t d = edit_distance(key, k); d < best) {
+        if (const size_t d = config::edit_distance(key, k); d < best) {
           best = d;
           closest = k;
         }

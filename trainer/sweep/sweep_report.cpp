@@ -8,7 +8,6 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -20,6 +19,7 @@
 #include "trainer/plot/html_page.h"
 #include "trainer/plot/svg_plot.h"
 #include "trainer/serialization/atomic_file.h"
+#include "trainer/sweep/run_files.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -35,60 +35,16 @@ bool parse_number(const std::string& text, double& v) {  // all of the text, as 
   return !text.empty() && end == text.c_str() + text.size() && std::isfinite(v);
 }
 
-std::string tail(const fs::path& file, int lines) {  // "" when the file is not there
-  std::ifstream in(file);
-  std::deque<std::string> last;
-  for (std::string line; std::getline(in, line);) {
-    last.push_back(line);
-    if (static_cast<int>(last.size()) > lines) last.pop_front();
-  }
-  std::string out;
-  for (const std::string& l : last) out += l + "\n";
-  return out;
-}
-
-// result.json's numbers as flat keys ("best.val/mse": 0.01), as the multirun summary keeps them.
-void flatten(const json& j, const std::string& prefix, json& out) {
-  if (j.is_number()) out[prefix] = j;
-  else if (j.is_object())
-    for (auto it = j.begin(); it != j.end(); ++it) flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
-}
-
-json read_result(const fs::path& result_json) {  // flattened; empty when missing or cut short
-  json flat = json::object();
-  const json j = json::parse(plot::read_text(result_json), nullptr, /*allow_exceptions=*/false);
-  if (!j.is_discarded()) flatten(j, "", flat);
-  return flat;
-}
-
 std::optional<double> number_at(const json& flat, const std::string& key) {
   if (flat.is_object() && flat.contains(key) && flat[key].is_number()) return flat[key].get<double>();
   return std::nullopt;
 }
 
-// The objective of a run from its flattened metrics: at the best checkpoint, else the last value.
-std::optional<double> objective_from(const json& flat, const std::string& objective) {
-  if (objective.empty()) return std::nullopt;
-  for (const std::string& key : {"best." + objective, "last." + objective, objective})
-    if (const auto v = number_at(flat, key)) return v;
-  return std::nullopt;
-}
-
-// "++optimizer.lr=0.001" -> ("optimizer.lr", "0.001"); false for a deletion ("~key") or a bare word.
-bool split_override(const std::string& o, std::string& key, std::string& value) {
-  const size_t eq = o.find('=');
-  if (eq == std::string::npos) return false;
-  key = o.substr(o.find_first_not_of("+~"), eq - o.find_first_not_of("+~"));
-  value = o.substr(eq + 1);
-  return !key.empty();
-}
-
 std::vector<std::pair<std::string, std::string>> params_of(const std::vector<std::string>& overrides) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const std::string& o : overrides) {
-    std::string key, value;
     // Every run has its own directory: where it ran is not a parameter.
-    if (split_override(o, key, value) && key != "run.dir") out.emplace_back(key, value);
+    if (const auto kv = override_key_value(o); kv && kv->first != "run.dir") out.push_back(*kv);
   }
   return out;
 }
@@ -340,7 +296,7 @@ ReportInput report_input_from_sweep(const fs::path& sweep_dir) {
     }
     // The summary's own numbers first; the job's result.json for what an older summary lacks.
     const json metrics = j.contains("metrics") && j["metrics"].is_object() ? j["metrics"] : json::object();
-    const json result = read_result(job.run_dir / "result.json");
+    const json result = read_result_metrics(job.run_dir / "result.json");
     if (j.contains("objective")) {
       if (j["objective"].is_number()) job.objective = j["objective"].get<double>();
     } else {
@@ -354,7 +310,7 @@ ReportInput report_input_from_sweep(const fs::path& sweep_dir) {
     else if (const auto r = number_at(result, "global_step")) job.steps = static_cast<int64_t>(*r);
     else job.steps = last_step(job.run_dir / "metrics.csv");
     if (j.contains("error") && j["error"].is_string()) job.error_tail = j["error"].get<std::string>();
-    else if (job.status == "failed" || job.status == "stopped") job.error_tail = tail(sweep_dir / "logs" / (job.name + ".log"), kLogTailLines);
+    else if (job.status == "failed" || job.status == "stopped") job.error_tail = log_tail(sweep_dir / "logs" / (job.name + ".log"), kLogTailLines);
     input.jobs.push_back(std::move(job));
   }
   if (!all_have_params) keep_varying(input.jobs);
@@ -409,7 +365,7 @@ ReportInput report_input_from_runs(const std::vector<fs::path>& run_dirs, const 
     monitors.insert(monitor);
     modes.insert(run_mode);
     const fs::path result_json = dirs[i] / "result.json";
-    const json& result = results.emplace_back(read_result(result_json));
+    const json& result = results.emplace_back(read_result_metrics(result_json));
     if (fs::is_regular_file(result_json) && !result.empty()) {
       job.status = "done";
       job.seconds = number_at(result, "seconds").value_or(0);
@@ -417,7 +373,7 @@ ReportInput report_input_from_runs(const std::vector<fs::path>& run_dirs, const 
     } else {
       job.status = "unfinished";
       job.steps = last_step(dirs[i] / "metrics.csv");
-      job.error_tail = tail(dirs[i] / "wavetrain.log", kLogTailLines);
+      job.error_tail = log_tail(dirs[i] / "wavetrain.log", kLogTailLines);
     }
     input.jobs.push_back(std::move(job));
   }
