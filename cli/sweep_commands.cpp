@@ -18,8 +18,8 @@ void add_sweep_commands(CLI::App& app) {
   auto args = std::make_shared<ReportArgs>();
   CLI::App* report = app.add_subcommand("report", "The sweep report (report.html) of a multirun directory or of several run directories");
   report->add_option("dirs", args->dirs, "A multirun directory (holds summary.json), or run directories to compare")->required();
-  report->add_option("--objective", args->objective, "The metric to compare runs by (default: the sweep's, or the runs' trainer.monitor)");
-  report->add_option("--mode", args->mode, "min or max")->check(CLI::IsMember({"min", "max"}));
+  report->add_option("--objective", args->objective, "Run directories: the metric to compare them by (default: their trainer.monitor)");
+  report->add_option("--mode", args->mode, "Run directories: min or max")->check(CLI::IsMember({"min", "max"}));
   report->add_option("-o,--out", args->out, "Where report.html goes (default: the multirun directory, or the current one)");
   report->callback([args] {
     namespace fs = std::filesystem;
@@ -28,8 +28,10 @@ void add_sweep_commands(CLI::App& app) {
     const bool sweep_dir = args->dirs.size() == 1 && fs::is_regular_file(fs::path(args->dirs[0]) / "summary.json");
     sweep::ReportInput input;
     if (sweep_dir) {
+      // A sweep is ranked by its own sweep.objective and mode, as its summary was.
+      if (!args->objective.empty())
+        throw UsageError("report: --objective is for run directories; " + args->dirs[0] + " is a sweep, reported by its sweep.objective");
       input = sweep::report_input_from_sweep(args->dirs[0]);
-      if (!args->objective.empty()) input.objective = args->objective;
     } else {
       std::vector<fs::path> runs(args->dirs.begin(), args->dirs.end());
       input = sweep::report_input_from_runs(runs, args->objective, args->mode);

@@ -152,21 +152,39 @@ int spawn_local_ranks(const TrainOptions& opt, int ranks, std::chrono::seconds g
     std::vector<char*> envp;
     for (std::string& v : env) envp.push_back(v.data());
     envp.push_back(nullptr);
+    // The ranks start with the stop signals blocked (trainer/sweep/stop_protocol.h).
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    block_stop_signals(attr);
     pid_t pid = 0;
-    const int rc = posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), envp.data());
+    const int rc = posix_spawn(&pid, argv[0], nullptr, &attr, argv.data(), envp.data());
+    posix_spawnattr_destroy(&attr);
     if (rc != 0) throw std::runtime_error("cannot start rank " + std::to_string(r) + ": " + std::strerror(rc));
     rank_of[pid] = r;
   }
 
+  // A stop request (stop_signal.h) to this process goes on to every rank; they stop at the same
+  // step, rank 0 saves the checkpoint, and the run ends as interrupted when every rank says so.
+  const StopSignalScope stop_scope;
+  bool forwarded = false;
+  int interrupted = 0;
   bool failed = false;
   auto deadline = std::chrono::steady_clock::time_point::max();
   while (!rank_of.empty()) {
+    if (const int sig = stop_signal_received(); sig != 0 && !forwarded) {
+      for (const auto& [p, r] : rank_of) ::kill(p, sig);
+      forwarded = true;
+    }
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid > 0 && rank_of.count(pid)) {
       const int r = rank_of[pid];
       rank_of.erase(pid);
       if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+      if (WIFEXITED(status) && WEXITSTATUS(status) == kExitInterrupted) {
+        ++interrupted;
+        continue;
+      }
       failed = true;
       std::cerr << "rank " << r << (WIFSIGNALED(status) ? " was killed by signal " + std::to_string(WTERMSIG(status))
                                                          : " exited with code " + std::to_string(WEXITSTATUS(status)))
@@ -183,7 +201,8 @@ int spawn_local_ranks(const TrainOptions& opt, int ranks, std::chrono::seconds g
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return failed ? kExitFailure : kExitOk;
+  if (failed) return kExitFailure;
+  return interrupted == ranks ? kExitInterrupted : kExitOk;
 }
 
 // sweep.* and launcher.* of a composed config, checked.
@@ -237,6 +256,8 @@ int run_train(const TrainOptions& opt) {
   auto options_of = [&](const std::string& group) { return config::group_options(dirs, group); };
 
   if (!opt.resume.empty()) {
+    if (!opt.overrides.empty())
+      throw UsageError("--resume continues a multirun with its own recorded overrides; drop '" + opt.overrides.front() + "'");
     MultirunOptions m;
     m.dir = opt.resume;
     m.parallel = opt.parallel;

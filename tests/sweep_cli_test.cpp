@@ -256,3 +256,90 @@ TEST(SweepCli, ReportComparesRunDirectoriesAndSweepDirectories) {
 }
 
 }  // namespace
+
+namespace {
+
+// `wavetrain ARGS` started with SIGUSR1 already pending (blocked, raised, then exec'd: a pending
+// signal survives exec), so the stop request is there before the first step: deterministic.
+Result wavetrain_with_pending_usr1(const fs::path& dir, const std::string& args) {
+  fs::create_directories(dir);
+  return wavetrain::testing::run_shell(
+      "cd '" + dir.string() + "' && python3 -c 'import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1}); "
+      "os.kill(os.getpid(), signal.SIGUSR1); os.execv(sys.argv[1], sys.argv[1:])' '" WAVETRAIN_BINARY "' " + args);
+}
+
+std::string log_of(const fs::path& run) {
+  std::ifstream in(run / "wavetrain.log");
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Where a stop request is honoured: mid-epoch at once; at an epoch's last batch after that epoch's
+// validation and checkpoint; at the run's last step not at all (the run ends by itself). Each
+// stopped run, resumed, ends exactly as the run never stopped, its result.json complete.
+TEST(SweepCli, AStopRequestIsHonouredMidEpochAtAnEpochsEndAndNotAtTheLastStep) {
+  const fs::path dir = fresh("pending");
+  const std::string mid = "train task=toy_regression trainer.max_epochs=3 trainer.seed=2 ";
+  const Result stopped = wavetrain_with_pending_usr1(dir, mid + "run.dir=mid");
+  EXPECT_EQ(stopped.exit_code, 75) << stopped.err;
+  EXPECT_EQ(wavetrain::Checkpoint::load((dir / "mid/checkpoints/last.ckpt").string()).global_step, 1);
+  ASSERT_EQ(wavetrain_in(dir, mid + "run.dir=mid trainer.resume=last").exit_code, 0);
+  ASSERT_EQ(wavetrain_in(dir, mid + "run.dir=mid_whole").exit_code, 0);
+  EXPECT_EQ(read_json(dir / "mid/result.json")["last"], read_json(dir / "mid_whole/result.json")["last"]);
+
+  // One batch per epoch: every step is an epoch's last; the stop comes after epoch 1's validation.
+  const std::string edge = "train task=toy_regression +toy_regression.train_size=32 trainer.max_epochs=4 trainer.seed=2 ";
+  ASSERT_EQ(wavetrain_with_pending_usr1(dir, edge + "run.dir=edge").exit_code, 75);
+  const wavetrain::TrainingState saved = wavetrain::Checkpoint::load((dir / "edge/checkpoints/last.ckpt").string());
+  EXPECT_EQ(saved.global_step, 1);
+  EXPECT_EQ(saved.epoch, 1);  // epoch 1 complete, validated
+  EXPECT_NE(log_of(dir / "edge").find("epoch 1 step 1: val/mse="), std::string::npos);
+  ASSERT_EQ(wavetrain_in(dir, edge + "run.dir=edge trainer.resume=last").exit_code, 0);
+  ASSERT_EQ(wavetrain_in(dir, edge + "run.dir=edge_whole").exit_code, 0);
+  EXPECT_EQ(read_json(dir / "edge/result.json")["last"], read_json(dir / "edge_whole/result.json")["last"]);
+  EXPECT_TRUE(read_json(dir / "edge/result.json")["last"]["train/loss"].is_number());
+
+  // The run's only step is its last: it ends by itself, with its result.
+  const Result last = wavetrain_with_pending_usr1(dir, "train task=toy_regression trainer.max_steps=1 run.dir=last");
+  EXPECT_EQ(last.exit_code, 0) << last.err;
+  EXPECT_EQ(read_json(dir / "last/result.json")["global_step"], 1);
+
+  // trainer.devices=2: the launcher passes the request on to both ranks, which stop at the same
+  // step; the run ends as interrupted, and resumed it equals the two ranks never stopped.
+  const std::string ddp = "train task=toy_regression trainer.max_epochs=2 trainer.devices=2 trainer.batch_size=16 ";
+  const Result ranks = wavetrain_with_pending_usr1(dir, ddp + "run.dir=ddp");
+  EXPECT_EQ(ranks.exit_code, 75) << ranks.err;
+  const int64_t at = wavetrain::Checkpoint::load((dir / "ddp/checkpoints/last.ckpt").string()).global_step;
+  EXPECT_GT(at, 0);
+  EXPECT_LT(at, 64);
+  ASSERT_EQ(wavetrain_in(dir, ddp + "run.dir=ddp trainer.resume=last").exit_code, 0);
+  ASSERT_EQ(wavetrain_in(dir, ddp + "run.dir=ddp_whole").exit_code, 0);
+  EXPECT_EQ(read_json(dir / "ddp/result.json")["last"]["val/mse"], read_json(dir / "ddp_whole/result.json")["last"]["val/mse"]);
+}
+
+// A job of a local multirun stopped by a signal exits 75 with its checkpoint; `--resume` continues
+// it from there (no fresh attempt), and it ends as if never stopped.
+TEST(SweepCli, ResumeContinuesAJobThatAStopSignalEndedFromItsCheckpoint) {
+  const fs::path dir = fresh("resume75");
+  const std::string sweep = "train -m task=toy_regression trainer.max_epochs=1000 trainer.max_steps=1500 optimizer.lr=0.001,0.002 "
+                            "sweep.objective=val/mse run.multirun_dir=sweep -j 2";
+  fs::create_directories(dir);
+  const Result first = wavetrain::testing::run_shell(
+      "{ cd '" + dir.string() + "' || exit 1; WAVETRAIN_FAULT_STEP_DELAY_MS=2 '" WAVETRAIN_BINARY "' " + sweep + " > launcher.log & pid=$!; " +
+      "for i in $(seq 400); do [ \"$(cat sweep/1/metrics.csv 2>/dev/null | wc -l)\" -ge 3 ] && break; sleep 0.05; done; " +
+      "pkill -USR1 -f -- 'run[.]dir=.*sweep/1$'; wait $pid; echo \"exit $?\"; cat launcher.log; }");
+  EXPECT_NE(first.out.find("exit 1"), std::string::npos) << first.out << first.err;
+  EXPECT_NE(first.out.find("[1] STOPPED by a signal after "), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("[0] done in"), std::string::npos) << first.out;
+  const int64_t stopped_at = wavetrain::Checkpoint::load((dir / "sweep/1/checkpoints/last.ckpt").string()).global_step;
+  EXPECT_LT(stopped_at, 1500);
+
+  const Result resumed = wavetrain_in(dir, "train -m --resume sweep");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_FALSE(fs::exists(dir / "sweep/1.attempt-1"));
+  EXPECT_NE(log_of(dir / "sweep/1").find("resumed from "), std::string::npos);
+  ASSERT_EQ(wavetrain_in(dir, "train task=toy_regression trainer.max_epochs=1000 trainer.max_steps=1500 optimizer.lr=0.002 run.dir=whole").exit_code, 0);
+  EXPECT_EQ(read_json(dir / "sweep/1/result.json")["last"], read_json(dir / "whole/result.json")["last"]);
+  EXPECT_EQ(read_json(dir / "sweep/summary.json")["jobs"][1]["status"], "done");
+}
+
+}  // namespace

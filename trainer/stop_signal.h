@@ -7,11 +7,9 @@
 // only remembered: a run that has not started its loop yet stops at its first step.
 #pragma once
 
-namespace wavetrain {
+#include "trainer/sweep/stop_protocol.h"  // kExitInterrupted; how launchers start a run with the signals blocked
 
-// The exit code of a run that stopped on request after saving its checkpoint (sysexits' EX_TEMPFAIL:
-// "try again later").
-inline constexpr int kExitInterrupted = 75;
+namespace wavetrain {
 
 // Installs the handlers and unblocks the two signals (a launcher may have started this process with
 // them blocked, so that none arrives before the handlers are in place). Call once, early in main().

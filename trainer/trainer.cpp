@@ -400,6 +400,11 @@ FitResult Trainer::fit() {
     step = state.global_step;
     start_step = step;
     best_value = find_metric(state.metrics, "best/" + monitor);
+    // result.json's best metrics outlive the interruption: they are the ones best.ckpt was saved with
+    // (its validation metrics, without the training loss and the running best).
+    if (!monitor.empty() && writer && !std::isnan(best_value) && std::filesystem::exists(ckpt_dir / "best.ckpt"))
+      for (const auto& [name, value] : Checkpoint::load((ckpt_dir / "best.ckpt").string()).metrics)
+        if (name != "train/loss" && name.rfind("best/", 0) != 0) result.best.emplace_back(name, value);
     earlier_seconds = state.train_seconds;
     // Early stopping goes on counting from where it was, unless it now watches something else.
     if (!stop_monitor.empty() && state.early_stopping.monitor == stop_monitor) {
@@ -625,17 +630,19 @@ FitResult Trainer::fit() {
                  std::to_string(step));
         stop = true;
       }
-      // A stop request (stop_signal.h): every rank stops after the same step.
-      if (any_rank(stop_signal_received() != 0)) {
+      // A stop request (stop_signal.h): every rank stops after the same step. After the epoch's last
+      // batch it waits for the epoch's validation and checkpoint (below); after the run's last step
+      // it is not needed: the run ends by itself.
+      if (step < total_steps && consumed < batches && any_rank(stop_signal_received() != 0)) {
         interrupted_by = stop_signal_received() ? stop_signal_received() : SIGUSR1;  // another rank's request
         stop = true;
         break;
       }
     }
     if (interrupted_by != 0) {
-      // The state after the last step, before the epoch's validation: a resume runs what remains
-      // of the epoch (possibly nothing) and then its validation, as the uninterrupted run would.
+      // The state after the last step: a resume runs what remains of the epoch.
       if (writer) Checkpoint::save((ckpt_dir / "last.ckpt").string(), capture(epoch, consumed, result.last));
+      any_rank(false);  // a barrier: no rank ends before rank 0 has saved
       log_line(std::string("stopping: ") + stop_signal_name(interrupted_by) + " received; checkpoint saved at step " +
                std::to_string(step) + " (continue with trainer.resume=last)");
       result.interrupted_by = interrupted_by;
@@ -659,6 +666,15 @@ FitResult Trainer::fit() {
                          state);
     }
     if (step >= total_steps) break;
+    // A stop request at the epoch's end: its checkpoint is the one just saved.
+    if (!stop && !fast_dev_run && any_rank(stop_signal_received() != 0)) {
+      interrupted_by = stop_signal_received() ? stop_signal_received() : SIGUSR1;
+      any_rank(false);  // a barrier: no rank ends before rank 0 has saved
+      log_line(std::string("stopping: ") + stop_signal_name(interrupted_by) + " received; checkpoint saved at step " +
+               std::to_string(step) + " (continue with trainer.resume=last)");
+      result.interrupted_by = interrupted_by;
+      break;
+    }
   }
   if (skipped_steps > 0) log_line(std::to_string(skipped_steps) + " steps skipped for non-finite losses");
   if (prefetch && step > start_step) {

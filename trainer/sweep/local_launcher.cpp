@@ -30,10 +30,13 @@ std::vector<std::string> job_arguments(const std::vector<std::string>& command, 
   if (launch.resume && fs::exists(run_dir / "checkpoints" / "last.ckpt")) {
     args.push_back("++trainer.resume=last");
   } else if (fs::exists(run_dir)) {
-    // A fresh start: the earlier attempt's files are kept beside the new run.
+    // A fresh start: the earlier attempt's files (and its log) are kept beside the new run.
     int attempt = 1;
     while (fs::exists(run_dir.string() + ".attempt-" + std::to_string(attempt))) ++attempt;
-    fs::rename(run_dir, run_dir.string() + ".attempt-" + std::to_string(attempt));
+    const std::string suffix = ".attempt-" + std::to_string(attempt);
+    fs::rename(run_dir, run_dir.string() + suffix);
+    const fs::path log = sweep_dir / "logs" / (std::to_string(launch.job) + ".log");
+    if (fs::exists(log)) fs::rename(log, sweep_dir / "logs" / (std::to_string(launch.job) + suffix + ".log"));
   }
   return args;
 }
@@ -95,9 +98,8 @@ class LocalLauncher : public Launcher {
       const std::string log = (dir_ / "logs" / (std::to_string(launch.job) + ".log")).string();
       posix_spawn_file_actions_t actions;
       posix_spawn_file_actions_init(&actions);
-      // A continued run's output goes on after its earlier part; a fresh start begins a new log.
-      posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
-                                       O_WRONLY | O_CREAT | (launch.resume ? O_APPEND : O_TRUNC), 0644);
+      // A continued run's output goes on after its earlier part (a fresh start's old log was moved aside).
+      posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
       posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
       pid_t pid = 0;

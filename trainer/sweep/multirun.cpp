@@ -16,6 +16,7 @@
 #include "trainer/config/node.h"
 #include "trainer/config/yaml_io.h"
 #include "trainer/serialization/atomic_file.h"
+#include "trainer/sweep/stop_protocol.h"
 #include "trainer/sweep/run_files.h"
 #include "trainer/sweep/slurm_launcher.h"
 #include "trainer/sweep/sweep_report.h"
@@ -138,7 +139,7 @@ class Driver {
     } else {
       std::vector<sweep::JobLaunch> launches;
       for (const JobOutcome& j : summary_.jobs)
-        if (j.status == "pending") launches.push_back({j.index, j.overrides, false});
+        if (j.status == "pending") launches.push_back({j.index, j.overrides, j.continue_run});
       submit(launches);
     }
     while (launcher_->active() > 0) {
@@ -148,11 +149,25 @@ class Driver {
         finish(j, e);
         if (scheduler) {
           const size_t rung = running_rung_[j.index];
-          scheduler->report(j.index, rung, e.exit_code == 0 ? j.objective : std::nullopt);
-          j.rung_objectives.resize(std::max<int>(0, scheduler->rung(j.index) + 1));
-          if (scheduler->objective(j.index) && j.rung == static_cast<int>(rung)) j.rung_objectives[rung] = *j.objective;
-          if (e.exit_code == 0 && !j.objective)
-            out_ << "[" << j.index << "] reported no " << opt_.objective << ": it is not promoted\n";
+          std::optional<double> objective = e.exit_code == 0 ? j.objective : std::nullopt;
+          // A run that another limit ended short of the rung's budget (trainer.max_epochs, max_time,
+          // early stopping) did not train what the rung compares.
+          const int64_t budget = scheduler->budgets()[rung];
+          const int64_t reached = opt_.asha_resource == "trainer.max_epochs" ? j.metrics.value("epochs", int64_t{0}) : j.steps;
+          if (e.exit_code == 0 && reached < budget) {
+            objective.reset();
+            j.note = "trained to " + std::to_string(reached) + " of the rung's " + opt_.asha_resource + "=" + std::to_string(budget) +
+                     ": another limit ended it first (raise trainer.max_epochs or max_time)";
+          } else if (e.exit_code == 0 && (!objective || std::isnan(*objective))) {
+            j.note = "reported no " + opt_.objective;
+          }
+          scheduler->report(j.index, rung, objective);
+          j.rung_objectives = scheduler->objectives(j.index);
+          j.rung = scheduler->rung(j.index);
+          if (scheduler->status(j.index) == "failed" && j.status == "done") {
+            j.status = "failed";
+            out_ << "[" << j.index << "] " << j.note << ": it is not promoted\n";
+          }
         }
       }
       if (scheduler) fill_asha(*scheduler);
@@ -234,7 +249,6 @@ class Driver {
     if (end.exit_code == 0) {
       job.status = "done";
       job.error.clear();
-      if (const auto r = running_rung_.find(job.index); r != running_rung_.end()) job.rung = static_cast<int>(r->second);
       out_ << "[" << job.index << "] done in " << format_seconds(end.seconds)
            << (job.objective ? ", " + opt_.objective + " " + config::format_float(*job.objective) : "")
            << (end.note.empty() ? "" : " (" + end.note + ")") << "\n" << std::flush;
@@ -242,6 +256,12 @@ class Driver {
     }
     job.status = "failed";
     job.error = sweep::log_tail(log, opt_.log_tail_lines);
+    if (end.exit_code == kExitInterrupted) {
+      out_ << "[" << job.index << "] STOPPED by a signal after " << format_seconds(end.seconds)
+           << ", its checkpoint saved (exit 75): `wavetrain train -m --resume " << opt_.dir.string() << "` continues it\n"
+           << std::flush;
+      return;
+    }
     out_ << "[" << job.index << "] FAILED with exit code " << end.exit_code << " after " << format_seconds(end.seconds)
          << (end.note.empty() ? "" : " (" + end.note + ")") << ": " << join(job.overrides, " ") << "\n  last lines of "
          << log.string() << ":\n" << indent(job.error) << std::flush;
@@ -358,7 +378,14 @@ class Driver {
 }  // namespace
 
 int check_launcher(const config::Node& launcher, int local_parallel) {
-  if (launcher_name(launcher) == "local") return local_parallel;
+  if (launcher_name(launcher) == "local") {
+    for (const auto& [key, value] : launcher.is_mapping() ? launcher.entries() : std::vector<config::Node::Entry>{})
+      if (key != "name")
+        throw config::ConfigError("launcher." + key + " (" + value.origin().str() +
+                                  "): the local launcher takes no options (-j N sets how many jobs run at once); "
+                                  "Slurm's options need launcher=slurm");
+    return local_parallel;
+  }
   const sweep::SlurmOptions options = sweep::parse_slurm_options(launcher);
   sweep::check_slurm_client();
   return static_cast<int>(options.array_parallelism);
@@ -419,10 +446,15 @@ MultirunSummary resume_multirun(const MultirunOptions& options, std::ostream& ou
   opt.strategy = text("strategy", "grid");
   if (options.parallel <= 1 && record.find("parallel")) opt.parallel = static_cast<int>(record.find("parallel")->int_value());
   if (const config::Node* a = record.find("asha")) {
-    opt.asha_resource = a->find("resource")->string_value();
-    opt.asha.min_resource = a->find("min_resource")->int_value();
-    opt.asha.max_resource = a->find("max_resource")->int_value();
-    opt.asha.eta = config::to_float(*a->find("eta"), "asha.eta");
+    auto field = [&](const char* key) -> const config::Node& {
+      const config::Node* n = a->is_mapping() ? a->find(key) : nullptr;
+      if (!n) throw std::runtime_error("Cannot resume '" + opt.dir.string() + "': " + yaml.string() + " has no asha." + key);
+      return *n;
+    };
+    opt.asha_resource = field("resource").string_value();
+    opt.asha.min_resource = config::to_int(field("min_resource"), "asha.min_resource");
+    opt.asha.max_resource = config::to_int(field("max_resource"), "asha.max_resource");
+    opt.asha.eta = config::to_float(field("eta"), "asha.eta");
   }
   if (const config::Node* l = record.find("launcher")) opt.launcher = *l;
 
@@ -439,8 +471,8 @@ MultirunSummary resume_multirun(const MultirunOptions& options, std::ostream& ou
   std::ifstream in(opt.dir / "summary.json");
   if (in) {
     const nlohmann::json s = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (s.is_object() && s.contains("jobs"))
-      for (const nlohmann::json& j : s["jobs"]) {
+    if (s.is_object() && s.contains("jobs") && s["jobs"].is_array())
+      for (const nlohmann::json& j : s["jobs"]) try {
         const size_t i = j.value("job", outcomes.size());
         if (i >= outcomes.size()) continue;
         JobOutcome& o = outcomes[i];
@@ -457,8 +489,14 @@ MultirunSummary resume_multirun(const MultirunOptions& options, std::ostream& ou
           o.metrics = j.value("metrics", nlohmann::json::object());
           if (j.contains("objective") && j["objective"].is_number()) o.objective = j["objective"].get<double>();
         } else if (status == "running") {
-          o.status = "running";  // on a cluster it may still be; else it runs again
+          o.status = "running";  // on a cluster it may still be; else it goes on from its checkpoint
+          o.continue_run = true;
+        } else if (status == "failed" && j.value("exit_code", 0) == kExitInterrupted) {
+          o.continue_run = true;  // stopped by a signal with its checkpoint saved: it goes on from there
         }
+      } catch (const nlohmann::json::exception& e) {
+        throw std::runtime_error("Cannot resume '" + opt.dir.string() + "': " + (opt.dir / "summary.json").string() +
+                                 " has a job record that is not what a multirun writes (" + e.what() + ")");
       }
   }
   // Failed grid and random jobs run again; an ASHA trial that failed stays out of the race.

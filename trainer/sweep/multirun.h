@@ -65,6 +65,8 @@ struct JobOutcome {
   std::string note;                   // the launcher's word on how it ended
   std::string error;                  // the last lines of the log of a failed job
   nlohmann::json launcher_record;     // where the launcher ran it (Slurm job id)
+  bool continue_run = false;          // a resumed multirun: continue the job's run from its last.ckpt
+                                      // (it was running, or stopped by a signal with its checkpoint saved)
 };
 
 struct MultirunSummary {

@@ -57,6 +57,7 @@ std::optional<double> latest_metric(const fs::path& metrics_csv, const std::stri
   if (column == names.size()) return std::nullopt;
   std::optional<double> latest;
   for (std::string line; std::getline(in, line);) {
+    if (in.eof()) break;  // a last row without its newline is still being written
     const std::vector<std::string> f = csv_fields(line);
     if (column >= f.size() || f[column].empty()) continue;
     char* end = nullptr;

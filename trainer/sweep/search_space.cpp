@@ -130,6 +130,10 @@ std::vector<std::vector<std::string>> draw_trials(const std::vector<std::vector<
   if (trials < 0) throw ConfigError("sweep.trials must be >= 0, got " + std::to_string(trials));
   if (trials == 0 && continuous)
     throw ConfigError("sweep.trials: a space with a continuous dimension needs a number of trials (> 0)");
+  if (trials == 0 && space_points > 100000)
+    throw ConfigError("sweep.trials=0 asks for every point of the space, which has " +
+                      (space_points == UINT64_MAX ? std::string("more than 2^64") : std::to_string(space_points)) +
+                      " (at most 100000): give sweep.trials");
   if (trials == 0) trials = static_cast<int64_t>(space_points);
   if (!continuous && static_cast<uint64_t>(trials) > space_points)
     throw ConfigError("sweep.trials=" + std::to_string(trials) + ": the space has only " + std::to_string(space_points) +

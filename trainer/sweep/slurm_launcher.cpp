@@ -22,6 +22,7 @@
 
 #include "trainer/config/config.h"
 #include "trainer/serialization/atomic_file.h"
+#include "trainer/sweep/stop_protocol.h"
 #include "trainer/sweep/run_program.h"
 
 extern char** environ;
@@ -79,7 +80,10 @@ std::string shell_quote(const std::string& s) {
 class SlurmLauncher : public Launcher {
  public:
   SlurmLauncher(fs::path dir, std::vector<std::string> command, SlurmOptions options)
-      : dir_(std::move(dir)), command_(std::move(command)), opt_(std::move(options)) {}
+      : dir_(std::move(dir)), command_(std::move(command)), opt_(std::move(options)) {
+    // A resumed sweep's scripts go after the earlier launcher's, which stay as they were submitted.
+    while (fs::exists(dir_ / "slurm" / ("array-" + std::to_string(submissions_) + ".sbatch"))) ++submissions_;
+  }
 
   std::string name() const override { return "slurm"; }
 
@@ -180,7 +184,8 @@ class SlurmLauncher : public Launcher {
   std::map<std::string, std::string> queue_states() const {
     std::map<std::string, std::string> states;
     for (int attempt = 0;; ++attempt) {
-      const ProgramResult r = run_program({"squeue", "--me", "--noheader", "--array", "--format=%i %t"}, true);
+      // --all: jobs in hidden partitions too, which squeue leaves out by default.
+      const ProgramResult r = run_program({"squeue", "--me", "--all", "--noheader", "--array", "--format=%i %t"}, true);
       if (r.exit_code == 0) {
         std::istringstream lines(r.output);
         std::string id, state;
@@ -211,11 +216,17 @@ class SlurmLauncher : public Launcher {
     return ended;
   }
 
-  // A job that left the queue: its status file, else what scontrol still knows of it.
+  // A job that left the queue: its status file, else what scontrol still knows of it. On a shared
+  // file system the file written on the compute node may show here a moment later: a few looks.
   JobEnd outcome(size_t job, const std::string& slurm_id) const {
     JobEnd end;
     end.job = job;
-    const nlohmann::json status = read_json(dir_ / "jobs" / (std::to_string(job) + ".status.json"));
+    const fs::path status_path = dir_ / "jobs" / (std::to_string(job) + ".status.json");
+    nlohmann::json status = read_json(status_path);
+    for (int look = 0; look < 5 && !(status.is_object() && status.value("state", "") == "ended"); ++look) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      status = read_json(status_path);
+    }
     if (status.is_object() && status.value("state", "") == "ended") {
       end.exit_code = status.value("exit_code", 1);
       end.seconds = status.value("seconds", 0.0);
@@ -305,9 +316,18 @@ SlurmOptions parse_slurm_options(const Node& section) {
   for (const std::string* v : {&o.partition, &o.qos, &o.account, &o.mem})
     if (v->find_first_of(" \t\n'\"") != std::string::npos)
       throw ConfigError("launcher: '" + *v + "' is not a Slurm name (no spaces or quotes)");
-  for (const std::string& a : o.additional)
-    if (a.rfind("--", 0) != 0 && a.rfind("-", 0) != 0)
+  for (const std::string& a : o.additional) {
+    if (a.rfind("-", 0) != 0)
       throw ConfigError("launcher.additional: '" + a + "' is not an sbatch option (they start with '-')");
+    // The launcher follows its jobs with this cluster's squeue: jobs sent elsewhere would look ended.
+    if (a.rfind("--clusters", 0) == 0 || a.rfind("-M", 0) == 0 || a.rfind("--array", 0) == 0 || a.rfind("--output", 0) == 0)
+      throw ConfigError("launcher.additional: '" + a + "' is set by the launcher itself (or sends jobs where it cannot follow them)");
+  }
+  // A plain number of minutes can be checked against the signal's lead: a job signalled at its
+  // start would requeue itself after every step.
+  if (o.time.size() < 9 && o.time.find_first_not_of("0123456789") == std::string::npos && std::stoll(o.time) * 60 <= o.signal_delay_s)
+    throw ConfigError("launcher.signal_delay_s=" + std::to_string(o.signal_delay_s) + " is not shorter than launcher.time=" + o.time +
+                      " minutes: the job would be told to stop as it starts");
   return o;
 }
 
@@ -351,7 +371,9 @@ int run_sweep_job(const fs::path& dir, size_t job) {
   JobLaunch launch{job, spec["overrides"].get<std::vector<std::string>>(), spec.value("resume", false) || restarts > 0};
   std::vector<std::string> args = job_arguments(spec["command"].get<std::vector<std::string>>(), dir, launch);
   const bool srun = spec.value("srun", false);
-  if (srun) args.insert(args.begin(), {"srun", "--kill-on-bad-exit=1"});
+  // Not --kill-on-bad-exit: ranks that stop on a signal exit 75 while rank 0 still saves the
+  // checkpoint, and a rank that fails makes the others' next collective fail by itself.
+  if (srun) args.insert(args.begin(), "srun");
   // Wall-clock times (seconds since the epoch) of this attempt, for the launcher's overhead and
   // the throttle's check; `seconds` adds up the attempts' run times.
   const auto wall_now = [] {
@@ -375,18 +397,10 @@ int run_sweep_job(const fs::path& dir, size_t job) {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  // wavetrain starts with the two signals blocked and unblocks them once its handlers are in place
-  // (stop_signal.h), so that a signal in its first moments is not lost nor fatal. srun keeps its own.
+  // wavetrain starts with the two signals blocked (stop_protocol.h); srun keeps its own handling.
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  if (!srun) {
-    sigset_t blocked;
-    sigemptyset(&blocked);
-    sigaddset(&blocked, SIGUSR1);
-    sigaddset(&blocked, SIGTERM);
-    posix_spawnattr_setsigmask(&attr, &blocked);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  }
+  if (!srun) block_stop_signals(attr);
   const auto start = Clock::now();
   pid_t pid = 0;
   const int rc = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), environ);
@@ -405,13 +419,14 @@ int run_sweep_job(const fs::path& dir, size_t job) {
   const int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   const double seconds = earlier_seconds + std::chrono::duration<double>(Clock::now() - start).count();
 
-  constexpr int kInterrupted = 75;  // stop_signal.h's kExitInterrupted: last.ckpt saved
-  if (exit_code == kInterrupted && g_usr1.load() && !g_term.load() && restarts < max_requeue && !slurm_id.empty()) {
+  if (exit_code == kExitInterrupted && g_usr1.load() && !g_term.load() && restarts < max_requeue && !slurm_id.empty()) {
     write_status("requeued", exit_code, seconds);
     std::cout << "wavetrain sweep-job: job " << job << " saved its checkpoint; requeueing " << slurm_id << " (requeue "
               << restarts + 1 << " of at most " << max_requeue << ")" << std::endl;
     const ProgramResult r = run_program({"scontrol", "requeue", slurm_id});
-    if (r.exit_code == 0) return 0;
+    // Slurm ends a job that requeues itself at once, with SIGTERM: scontrol may die of it (143)
+    // after the requeue went through.
+    if (r.exit_code == 0 || (g_term.load() && r.exit_code == 128 + SIGTERM)) return 0;
     std::cout << "wavetrain sweep-job: scontrol requeue " << slurm_id << " failed: " << r.errors << std::endl;
   }
   write_status("ended", exit_code, seconds);
