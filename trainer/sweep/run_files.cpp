@@ -79,6 +79,11 @@ std::string log_tail(const fs::path& file, int lines) {
   return out;
 }
 
+fs::path normal_path(const fs::path& p) {
+  fs::path a = fs::absolute(p).lexically_normal();
+  return a.filename().empty() ? a.parent_path() : a;
+}
+
 std::optional<std::pair<std::string, std::string>> override_key_value(const std::string& override_text) {
   const size_t eq = override_text.find('=');
   if (eq == std::string::npos) return std::nullopt;

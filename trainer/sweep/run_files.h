@@ -27,6 +27,9 @@ std::optional<double> latest_metric(const std::filesystem::path& metrics_csv, co
 // The last `lines` lines of a file, each ending in a newline; "" when the file is not there.
 std::string log_tail(const std::filesystem::path& file, int lines);
 
+// `p` absolute and normal, without a trailing separator ("runs/a/" and "./runs/a" are one path).
+std::filesystem::path normal_path(const std::filesystem::path& p);
+
 // "++optimizer.lr=0.001" -> ("optimizer.lr", "0.001"); nullopt for a bare `~key` or a word without '='.
 std::optional<std::pair<std::string, std::string>> override_key_value(const std::string& override_text);
 
