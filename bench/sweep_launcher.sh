@@ -13,10 +13,11 @@ build=${1:-build}
 n=${2:-8}
 bin=$PWD/$build/cli/wavetrain
 [ -x "$bin" ] || { echo "sweep_launcher.sh: no $bin (build first)" >&2; exit 1; }
+cluster_script=$PWD/tests/slurm/local_cluster.sh  # absolute: the measurement runs in another directory
 work=$(mktemp -d /tmp/wt-bench-sweep.XXXXXX)
 cluster=/tmp/wt-bench-slurm-$$
-trap 'tests/slurm/local_cluster.sh stop "$cluster" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-tests/slurm/local_cluster.sh start "$cluster" >/dev/null
+trap '"$cluster_script" stop "$cluster" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+"$cluster_script" start "$cluster" >/dev/null
 # shellcheck disable=SC1091
 . "$cluster/env.sh"
 sleep 4  # slurmctld's first scheduling pass comes a few seconds after its start
