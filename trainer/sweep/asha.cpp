@@ -84,10 +84,4 @@ std::string Asha::status(size_t trial) const {
   return "stopped";
 }
 
-std::optional<double> Asha::objective(size_t trial) const {
-  const Trial& t = trials_.at(trial);
-  if (t.objectives.empty()) return std::nullopt;
-  return t.objectives.back();
-}
-
 }  // namespace wavetrain::sweep

@@ -59,8 +59,6 @@ class Asha {
   int rung(size_t trial) const { return trials_[trial].finished_rung; }
   // The objectives at the rungs it finished, lowest first.
   const std::vector<double>& objectives(size_t trial) const { return trials_.at(trial).objectives; }
-  // The objective at the highest finished rung.
-  std::optional<double> objective(size_t trial) const;
 
  private:
   struct Trial {
