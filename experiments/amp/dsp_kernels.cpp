@@ -1,0 +1,172 @@
+// The real-time engines' loops (dsp_kernels.h): compiled twice, for the baseline ISA and for
+// AVX2 + FMA, and chosen by what the CPU supports (as wavenet_kernels.h does).
+#include "experiments/amp/dsp_kernels.h"
+
+#include <atomic>
+
+// Vectors pass between always-inlined helpers only (wavenet_kernels.h).
+#pragma GCC diagnostic ignored "-Wpsabi"
+#include "experiments/amp/wavenet_kernels.h"
+
+namespace wavetrain::experiments::amp::dsp {
+namespace {
+
+using kernels::load;
+using kernels::store;
+using kernels::Vec8;
+
+// One tile of the product: R output rows x (8 V) time steps, R x V accumulators in registers; each
+// input row's V vectors are loaded once and used R times.
+template <int R, int V>
+__attribute__((always_inline)) inline void tile(const MatMul& m, int64_t o0, int64_t t0) {
+  Vec8 acc[R][V];
+  for (int r = 0; r < R; ++r) {
+    const float b = m.bias ? m.bias[o0 + r] : 0.0f;
+    for (int v = 0; v < V; ++v) {
+      const Vec8 init = Vec8{} + b;
+      acc[r][v] = m.accumulate ? load<Vec8>(m.y + (o0 + r) * m.y_stride + t0 + 8 * v) + init : init;
+    }
+  }
+  const float* w = m.w + o0 * m.inputs;
+  for (int64_t i = 0; i < m.inputs; ++i) {
+    Vec8 xv[V];
+    for (int v = 0; v < V; ++v) xv[v] = load<Vec8>(m.x[i] + t0 + 8 * v);
+    for (int r = 0; r < R; ++r) {
+      const float wr = w[r * m.inputs + i];
+      for (int v = 0; v < V; ++v) acc[r][v] += wr * xv[v];
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) store(m.y + (o0 + r) * m.y_stride + t0 + 8 * v, acc[r][v]);
+}
+
+// The time steps past the last multiple of 8, one at a time.
+__attribute__((always_inline)) inline void tail(const MatMul& m, int64_t t0) {
+  for (int64_t o = 0; o < m.outputs; ++o) {
+    const float* w = m.w + o * m.inputs;
+    float* y = m.y + o * m.y_stride;
+    for (int64_t t = t0; t < m.n; ++t) {
+      float s = (m.bias ? m.bias[o] : 0.0f) + (m.accumulate ? y[t] : 0.0f);
+      for (int64_t i = 0; i < m.inputs; ++i) s += w[i] * m.x[i][t];
+      y[t] = s;
+    }
+  }
+}
+
+template <int V>
+__attribute__((always_inline)) inline void rows(const MatMul& m, int64_t t0) {
+  int64_t o = 0;
+  for (; o + 4 <= m.outputs; o += 4) tile<4, V>(m, o, t0);
+  switch (m.outputs - o) {
+    case 3: tile<3, V>(m, o, t0); break;
+    case 2: tile<2, V>(m, o, t0); break;
+    case 1: tile<1, V>(m, o, t0); break;
+    default: break;
+  }
+}
+
+__attribute__((always_inline)) inline void matmul_impl(const MatMul& m) {
+  int64_t t = 0;
+  for (; t + 16 <= m.n; t += 16) rows<2>(m, t);
+  for (; t + 8 <= m.n; t += 8) rows<1>(m, t);
+  if (t < m.n) tail(m, t);
+}
+
+__attribute__((always_inline)) inline float sigmoid(float x) {
+  // exp of a non-positive argument only: no overflow, and the loop stays branch-free.
+  const float e = losses::detail::exp_nonpositive(x < 0 ? x : -x);
+  const float r = 1.0f / (1.0f + e);
+  return x < 0 ? e * r : r;
+}
+
+__attribute__((always_inline)) inline void apply_impl(const Elementwise& f, float* x, int64_t n) {
+  const float a = f.p[0], b = f.p[1], c = f.p[2], d = f.p[3];
+  switch (f.kind) {
+    case Kind::Identity: return;
+    case Kind::Tanh:
+      for (int64_t t = 0; t < n; ++t) x[t] = kernels::fast_tanh(x[t]);
+      return;
+    case Kind::FastTanh:  // the core's "Fasttanh": a rational approximation of tanh
+      for (int64_t t = 0; t < n; ++t) {
+        const float v = x[t], v2 = v * v, av = v < 0 ? -v : v;
+        const float num = v * (2.45550750702956f + 2.45550750702956f * av + (0.893229853513558f + 0.821226666969744f * av) * v2);
+        const float inner = v + 0.814642734961073f * v * av;
+        x[t] = num / (2.44506634652299f + (2.44506634652299f + v2) * (inner < 0 ? -inner : inner));
+      }
+      return;
+    case Kind::Hardtanh:  // a = min, b = max
+      for (int64_t t = 0; t < n; ++t) x[t] = x[t] < a ? a : (x[t] > b ? b : x[t]);
+      return;
+    case Kind::LeakyHardtanh:  // a = min, b = max, c = slope below min, d = slope above max
+      for (int64_t t = 0; t < n; ++t) {
+        const float v = x[t];
+        x[t] = v < a ? a + c * (v - a) : (v > b ? b + d * (v - b) : v);
+      }
+      return;
+    case Kind::ReLU:
+      for (int64_t t = 0; t < n; ++t) x[t] = x[t] < 0 ? 0.0f : x[t];
+      return;
+    case Kind::LeakyReLU:
+    case Kind::PReLU:  // a = the slope below 0 (PReLU: this row's)
+      for (int64_t t = 0; t < n; ++t) x[t] = x[t] < 0 ? a * x[t] : x[t];
+      return;
+    case Kind::Sigmoid:
+      for (int64_t t = 0; t < n; ++t) x[t] = sigmoid(x[t]);
+      return;
+    case Kind::SiLU:
+      for (int64_t t = 0; t < n; ++t) x[t] = x[t] * sigmoid(x[t]);
+      return;
+    case Kind::Hardswish:  // x relu6(x + 3) / 6
+      for (int64_t t = 0; t < n; ++t) {
+        const float r = x[t] + 3.0f;
+        x[t] = x[t] * (r < 0 ? 0.0f : (r > 6.0f ? 6.0f : r)) * (1.0f / 6.0f);
+      }
+      return;
+    case Kind::Softsign:
+      for (int64_t t = 0; t < n; ++t) x[t] = x[t] / (1.0f + (x[t] < 0 ? -x[t] : x[t]));
+      return;
+  }
+}
+
+void matmul_baseline(const MatMul& m) { matmul_impl(m); }
+void apply_baseline(const Elementwise& f, float* x, int64_t n) { apply_impl(f, x, n); }
+#if WAVETRAIN_AMP_AVX2
+__attribute__((target("avx2,fma"))) void matmul_avx2(const MatMul& m) { matmul_impl(m); }
+__attribute__((target("avx2,fma"))) void apply_avx2(const Elementwise& f, float* x, int64_t n) { apply_impl(f, x, n); }
+#endif
+
+std::atomic<bool> baseline_forced{false};
+
+}  // namespace
+
+bool using_avx2() { return kernels::cpu_has_avx2_fma() && !baseline_forced.load(std::memory_order_relaxed); }
+void force_baseline(bool on) { baseline_forced.store(on, std::memory_order_relaxed); }
+
+void matmul(const MatMul& m) {
+#if WAVETRAIN_AMP_AVX2
+  if (using_avx2()) return matmul_avx2(m);
+#endif
+  matmul_baseline(m);
+}
+
+void apply(const Elementwise& f, float* x, int64_t n) {
+#if WAVETRAIN_AMP_AVX2
+  if (using_avx2()) return apply_avx2(f, x, n);
+#endif
+  apply_baseline(f, x, n);
+}
+
+void multiply(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) y[t] = a[t] * b[t];
+}
+void scale_shift(const float* a, const float* s, const float* b, float* y, int64_t n) {
+  if (b)
+    for (int64_t t = 0; t < n; ++t) y[t] = a[t] * s[t] + b[t];
+  else
+    for (int64_t t = 0; t < n; ++t) y[t] = a[t] * s[t];
+}
+void add(const float* a, float* y, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) y[t] += a[t];
+}
+
+}  // namespace wavetrain::experiments::amp::dsp

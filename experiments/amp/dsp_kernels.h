@@ -1,0 +1,52 @@
+// Internal to experiments/amp/: the loops of the real-time engines (wavenet_dsp.h, lstm_dsp.h).
+// No LibTorch: plain float32 arrays.
+//
+// Signals are channel-major: a signal of C channels over a block of n samples is C rows of n
+// contiguous floats. That makes every convolution a small matrix product whose inner loop runs
+// over time, so any channel count vectorises (the [time][channels] layout of wavenet_stream.cpp
+// vectorises only the channel counts it has a register-blocked kernel for).
+#pragma once
+
+#include <cstdint>
+
+namespace wavetrain::experiments::amp::dsp {
+
+// y[o][t] (+)= bias[o] + sum over i < inputs of w[o][i] x[i][t], for o < outputs, t < n.
+//   w       [outputs][inputs], row-major
+//   x       `inputs` row pointers, each to n floats (a dilated conv passes the same channel once
+//           per tap, shifted back in time: rows need not be distinct or ordered)
+//   y       `outputs` rows of n floats, row stride y_stride
+//   bias    may be null; accumulate: add to y instead of overwriting it (bias still added)
+struct MatMul {
+  const float* w = nullptr;
+  const float* const* x = nullptr;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+  const float* bias = nullptr;
+  int64_t outputs = 0, inputs = 0, n = 0;
+  bool accumulate = false;
+};
+void matmul(const MatMul& m);
+
+// The element-wise functions, in place over n floats. Every kind has at most four parameters
+// (see activation.h for what they mean); `slope_per_row` is for PReLU, one slope per channel.
+enum class Kind { Identity, Tanh, FastTanh, Hardtanh, LeakyHardtanh, ReLU, LeakyReLU, PReLU, Sigmoid, SiLU, Hardswish, Softsign };
+struct Elementwise {
+  Kind kind = Kind::Identity;
+  float p[4] = {0, 0, 0, 0};
+};
+void apply(const Elementwise& f, float* x, int64_t n);
+
+// y[t] = a[t] * b[t] (gating), y may alias a.
+void multiply(const float* a, const float* b, float* y, int64_t n);
+// y[t] = a[t] * s[t] + b[t]; with b null, y = a * s (FiLM's scale and shift), y may alias a.
+void scale_shift(const float* a, const float* s, const float* b, float* y, int64_t n);
+// y[t] += a[t]
+void add(const float* a, float* y, int64_t n);
+
+// Whether the AVX2 + FMA variants run (tests compare both). force_baseline: use the baseline ISA
+// from now on, in this process (tests).
+bool using_avx2();
+void force_baseline(bool on);
+
+}  // namespace wavetrain::experiments::amp::dsp

@@ -1,0 +1,49 @@
+// NAM's LSTM for real-time buffers: a hand-written cell over the .nam file's weights, no LibTorch.
+//
+// Per sample and layer: gates = b + W [x; h] (4H gates in PyTorch's order i, f, g, o), then
+// c = sigmoid(f) c + sigmoid(i) tanh(g), h = sigmoid(o) tanh(c); the output is head . h of the last
+// layer + head bias. W is kept column by column ([in + H] columns of 4H gates, padded to a multiple
+// of 8), so one sample's matrix-vector product is in + H broadcast-multiply-adds into gate vectors
+// that stay in registers (up to 96 gates: hidden size 24).
+//
+// State: reset() loads the learned initial h and c, then runs `prewarm` zeros through, as the NAM
+// plugin does at reset (half a second at the model's rate): the first samples after reset then agree
+// with the plugin's.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "experiments/amp/lstm.h"
+
+namespace wavetrain::experiments::amp {
+
+class LstmDsp {
+ public:
+  // weights: the .nam file's, in NAM's order (lstm.h). Throws std::invalid_argument on a count that
+  // does not fit the config.
+  LstmDsp(const LstmConfig& config, const std::vector<float>& weights, int64_t prewarm = 0);
+
+  void reset();
+  void process(const float* in, float* out, int64_t n);
+  int64_t prewarm() const { return prewarm_; }
+
+ private:
+  struct Layer {
+    int64_t inputs = 0;          // 1 for the first layer, H after it
+    std::vector<float> w;        // [inputs + H][gates_padded]
+    std::vector<float> bias;     // [gates_padded]
+    std::vector<float> h0, c0;   // learned initial state [H]
+    std::vector<float> h, c;     // current state [H]
+  };
+  float step(float x);
+
+  int64_t hidden_ = 0, gates_padded_ = 0, prewarm_ = 0;
+  std::vector<Layer> layers_;
+  std::vector<float> head_;
+  float head_bias_ = 0;
+  std::vector<float> gates_;  // scratch [gates_padded]
+  bool avx2_ = false;
+};
+
+}  // namespace wavetrain::experiments::amp

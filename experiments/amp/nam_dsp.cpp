@@ -1,0 +1,44 @@
+// A .nam model ready to play (nam_dsp.h).
+#include "experiments/amp/nam_dsp.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace wavetrain::experiments::amp {
+
+NamDsp::NamDsp(const NamFileModel& file, int64_t max_block) {
+  const NamFileModel& m = file.default_model();
+  sample_rate_ = m.sample_rate.value_or(file.sample_rate.value_or(48000.0));
+  if (file.architecture == "SlimmableContainer")
+    description_ = "SlimmableContainer of " + std::to_string(file.submodels.size()) + " models, playing the last (max_value " +
+                   std::to_string(file.submodels.back().max_value) + "): ";
+  if (m.architecture == "WaveNet") {
+    wavenet_ = std::make_unique<WaveNetDsp>(m.wavenet, m.weights, max_block);
+    int64_t layers = 0;
+    for (const NamLayerArraySpec& a : m.wavenet.arrays) layers += static_cast<int64_t>(a.layers.size());
+    description_ += "WaveNet, " + std::to_string(m.wavenet.arrays.size()) + " layer arrays, " + std::to_string(layers) + " layers, receptive field " +
+                    std::to_string(wavenet_->receptive_field()) + (m.wavenet.condition_dsp ? ", with a condition_dsp" : "");
+  } else if (m.architecture == "LSTM") {
+    // The plugin runs half a second of zeros through at reset.
+    const int64_t prewarm = static_cast<int64_t>(std::lround(0.5 * sample_rate_));
+    lstm_ = std::make_unique<LstmDsp>(m.lstm, m.weights, prewarm);
+    description_ += "LSTM " + std::to_string(m.lstm.num_layers) + "x" + std::to_string(m.lstm.hidden_size) + ", prewarmed on " +
+                    std::to_string(prewarm) + " zeros";
+  } else {
+    throw std::invalid_argument("NamDsp: architecture " + m.architecture + " cannot play");
+  }
+}
+
+NamDsp::~NamDsp() = default;
+
+void NamDsp::reset() {
+  if (wavenet_) wavenet_->reset();
+  else lstm_->reset();
+}
+
+void NamDsp::process(const float* in, float* out, int64_t n) {
+  if (wavenet_) wavenet_->process(in, out, n);
+  else lstm_->process(in, out, n);
+}
+
+}  // namespace wavetrain::experiments::amp

@@ -1,0 +1,37 @@
+// A .nam model ready to play: the real-time engine of its architecture (wavenet_dsp.h,
+// lstm_dsp.h), mono in, mono out, and the NAM plugin's behaviour around it: a container plays its
+// default submodel (the last, up to max_value 1), the LSTM is prewarmed on half a second of zeros
+// at the model's rate when reset, a WaveNet on its receptive field of zeros. No LibTorch.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "experiments/amp/lstm_dsp.h"
+#include "experiments/amp/nam_file.h"
+#include "experiments/amp/wavenet_dsp.h"
+
+namespace wavetrain::experiments::amp {
+
+class NamDsp {
+ public:
+  // max_block: the largest block computed at once (a real-time host's buffer; longer calls split).
+  explicit NamDsp(const NamFileModel& model, int64_t max_block = 256);
+  ~NamDsp();
+
+  void reset();
+  void process(const float* in, float* out, int64_t n);
+  // The model's rate (48 kHz when the file gives none).
+  double sample_rate() const { return sample_rate_; }
+  // What runs, e.g. "WaveNet (2 layer arrays, 20 layers)" or "LSTM 1x16, prewarmed 24000 samples".
+  const std::string& description() const { return description_; }
+
+ private:
+  std::unique_ptr<WaveNetDsp> wavenet_;
+  std::unique_ptr<LstmDsp> lstm_;
+  double sample_rate_ = 48000;
+  std::string description_;
+};
+
+}  // namespace wavetrain::experiments::amp

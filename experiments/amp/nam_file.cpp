@@ -1,0 +1,215 @@
+// .nam files, versions 0.5 to 0.7 (nam_file.h).
+#include "experiments/amp/nam_file.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <stdexcept>
+
+#include "experiments/amp/nam_json.h"
+
+namespace wavetrain::experiments::amp {
+namespace {
+
+[[noreturn]] void fail(const std::string& where, const std::string& what) {
+  throw std::invalid_argument(where.empty() ? what : where + ": " + what);
+}
+
+std::string join(const std::string& where, const std::string& key) { return where.empty() ? key : where + "." + key; }
+
+// The weights as float32, each checked: JSON numbers past float32's range would become inf (and
+// could not be written back: JSON has no inf or NaN).
+std::vector<float> weights_from(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_array()) fail(where, "must be a list of numbers");
+  std::vector<float> w(j.size());
+  for (size_t i = 0; i < j.size(); ++i) {
+    if (!j[i].is_number()) fail(where + "[" + std::to_string(i) + "]", "is " + j[i].dump() + ", not a number");
+    const double v = j[i].get<double>();
+    if (!(std::abs(v) <= std::numeric_limits<float>::max())) {
+      char text[32];
+      std::snprintf(text, sizeof(text), "%.9g", v);
+      fail(where + "[" + std::to_string(i) + "]", std::string("is ") + text + ", not a finite float32 value");
+    }
+    w[i] = static_cast<float>(v);
+  }
+  return w;
+}
+
+}  // namespace
+
+bool nam_version_supported(const std::string& version) {
+  for (const char* prefix : {"0.5.", "0.6.", "0.7."})
+    if (version.rfind(prefix, 0) == 0 && version.size() > 4) return true;
+  return false;
+}
+
+int64_t NamFileModel::output_channels() const {
+  if (architecture == "WaveNet") return wavenet.output_channels();
+  if (architecture == "LSTM") return 1;
+  return default_model().output_channels();
+}
+
+int64_t NamFileModel::receptive_field() const {
+  if (architecture == "WaveNet") return nam_receptive_field(wavenet);
+  if (architecture == "LSTM") return 1;
+  return default_model().receptive_field();
+}
+
+const NamFileModel& NamFileModel::default_model() const {
+  if (architecture == "SlimmableContainer" && !submodels.empty()) return submodels.back().model->default_model();
+  return *this;
+}
+
+NamFileModel nam_model_from_json(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) fail(where, "is not a JSON object (not a .nam model)");
+  for (const char* key : {"version", "architecture", "config"})
+    if (!j.contains(key)) fail(where, std::string("no '") + key + "' (not a .nam model?)");
+  NamFileModel m;
+  if (!j.at("version").is_string()) fail(join(where, "version"), "must be a string such as \"0.5.4\", found " + j.at("version").dump());
+  m.version = j.at("version").get<std::string>();
+  if (!nam_version_supported(m.version))
+    fail(join(where, "version"), m.version + " is not supported; the NAM plugin's core reads " + kNamSupportedVersions);
+  if (!j.at("architecture").is_string()) fail(join(where, "architecture"), "must be a string");
+  m.architecture = j.at("architecture").get<std::string>();
+  const nlohmann::json& config = j.at("config");
+  const std::string config_where = join(where, "config");
+  try {
+    if (m.architecture == "WaveNet") {
+      m.wavenet = nam_wavenet_from_json(config, m.version);
+    } else if (m.architecture == "LSTM") {
+      for (const char* key : {"in_channels", "out_channels"})
+        if (config.is_object() && config.contains(key) && nam_integer(config.at(key), key) != 1)
+          fail(key, config.at(key).dump() + "; an amp model has one input and one output channel");
+      m.lstm = lstm_config_from_json(config);
+    } else if (m.architecture == "SlimmableContainer") {
+      if (m.version.rfind("0.5.", 0) == 0 || m.version.rfind("0.6.", 0) == 0)
+        fail("version", m.version + ": SlimmableContainer needs 0.7.x");
+      if (!config.is_object() || !config.contains("submodels") || !config.at("submodels").is_array() || config.at("submodels").empty())
+        fail("submodels", "must be a non-empty list of {max_value, model}");
+      const nlohmann::json& subs = config.at("submodels");
+      double previous = -std::numeric_limits<double>::infinity();
+      for (size_t i = 0; i < subs.size(); ++i) {
+        const std::string w = "submodels[" + std::to_string(i) + "]";
+        if (!subs[i].is_object() || !subs[i].contains("max_value") || !subs[i].contains("model")) fail(w, "must be an object {max_value, model}");
+        if (!subs[i].at("max_value").is_number()) fail(w + ".max_value", "must be a number");
+        NamFileModel::Submodel s;
+        s.max_value = subs[i].at("max_value").get<double>();
+        if (!(s.max_value > previous)) fail(w + ".max_value", "must be larger than the one before it");
+        previous = s.max_value;
+        s.model = std::make_shared<NamFileModel>(nam_model_from_json(subs[i].at("model"), w + ".model"));
+        if (s.model->architecture == "SlimmableContainer") fail(w + ".model", "a SlimmableContainer inside a SlimmableContainer is not supported");
+        m.submodels.push_back(s);
+      }
+      if (!(previous >= 1.0)) fail("submodels", "the last max_value must be at least 1 (the top of the size control)");
+    } else {
+      fail("architecture", "'" + m.architecture + "' is not supported; supported: WaveNet, LSTM, SlimmableContainer");
+    }
+  } catch (const std::invalid_argument& e) {
+    // Errors from the config parsers name keys inside the config; these name the whole path.
+    const std::string what = e.what();
+    if (what.rfind("version", 0) == 0 || what.rfind("architecture", 0) == 0) fail(where, what);
+    fail(config_where, what);
+  } catch (const nlohmann::json::exception& e) {
+    fail(config_where, e.what());
+  }
+  if (m.architecture != "SlimmableContainer") {
+    if (!j.contains("weights")) fail(where, "no 'weights'");
+    const int64_t expected = m.architecture == "WaveNet" ? nam_wavenet_weight_count(m.wavenet) : lstm_weight_count(m.lstm);
+    const nlohmann::json& w = j.at("weights");
+    if (w.is_array() && static_cast<int64_t>(w.size()) != expected)
+      fail(join(where, "weights"), std::to_string(w.size()) + " weights, its config has " + std::to_string(expected));
+    m.weights = weights_from(w, join(where, "weights"));
+    if (m.architecture == "WaveNet" && m.wavenet.output_channels() != 1 && where.find("condition_dsp") == std::string::npos)
+      fail(where, "the last layer array's head has " + std::to_string(m.wavenet.output_channels()) +
+                      " channels; an amp model has one output (only a condition_dsp may have more)");
+  }
+  if (j.contains("sample_rate") && !j.at("sample_rate").is_null()) {
+    if (!j.at("sample_rate").is_number()) fail(join(where, "sample_rate"), "must be a number");
+    const double rate = j.at("sample_rate").get<double>();
+    if (!(rate >= 1000 && rate <= 768000)) fail(join(where, "sample_rate"), std::to_string(rate) + " is outside 1000 to 768000 Hz");
+    m.sample_rate = rate;
+  }
+  if (j.contains("metadata")) m.metadata = j.at("metadata");
+  for (const auto& [key, value] : j.items())
+    if (key != "version" && key != "architecture" && key != "config" && key != "weights" && key != "sample_rate" && key != "metadata")
+      m.extra[key] = value;
+  if (m.architecture == "WaveNet" && m.wavenet.condition_dsp) {
+    const NamFileModel& c = *m.wavenet.condition_dsp;
+    if (c.sample_rate && m.sample_rate && *c.sample_rate != *m.sample_rate)
+      fail(join(where, "config.condition_dsp.sample_rate"), std::to_string(*c.sample_rate) + " differs from the model's " + std::to_string(*m.sample_rate));
+  }
+  return m;
+}
+
+nlohmann::json nam_model_to_json(const NamFileModel& m) {
+  nlohmann::json j = m.extra;
+  j["version"] = m.version.empty() ? nam_min_version(m) : m.version;
+  if (!m.metadata.is_null()) j["metadata"] = m.metadata;
+  j["architecture"] = m.architecture;
+  if (m.architecture == "WaveNet") {
+    NamWaveNetSpec spec = m.wavenet;
+    spec.new_style = j["version"].get<std::string>().rfind("0.5.", 0) != 0;
+    j["config"] = nam_wavenet_to_json(spec);
+  } else if (m.architecture == "LSTM") {
+    j["config"] = lstm_config_to_json(m.lstm);
+  } else {
+    nlohmann::json subs = nlohmann::json::array();
+    for (const NamFileModel::Submodel& s : m.submodels) subs.push_back({{"max_value", s.max_value}, {"model", nam_model_to_json(*s.model)}});
+    j["config"] = {{"submodels", subs}};
+  }
+  if (m.architecture != "SlimmableContainer") j["weights"] = m.weights;
+  if (m.sample_rate) j["sample_rate"] = *m.sample_rate;
+  return j;
+}
+
+std::string nam_min_version(const NamFileModel& m) {
+  if (m.architecture == "SlimmableContainer") return "0.7.0";
+  if (m.architecture == "WaveNet") return nam_wavenet_min_version(m.wavenet);
+  return "0.5.4";
+}
+
+NamFileModel read_nam_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot be opened");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path + ": not JSON: " + e.what());
+  }
+  try {
+    return nam_model_from_json(j);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(path + ": " + e.what());
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path + ": " + e.what());
+  }
+}
+
+void write_nam_file(const std::string& path, const NamFileModel& m) {
+  for (size_t i = 0; i < m.weights.size(); ++i)  // JSON has no NaN or infinity: the file would not load
+    if (!std::isfinite(m.weights[i])) throw std::runtime_error(path + ": not written: weight " + std::to_string(i) + " is " + std::to_string(m.weights[i]));
+  const std::string text = nam_model_to_json(m).dump();
+  const std::filesystem::path target(path);
+  const std::string temporary = (target.parent_path() / ("." + target.filename().string() + ".partial")).string();
+  {
+    std::ofstream out(temporary);
+    out << text;
+    out.close();
+    if (!out) {
+      std::error_code ignored;
+      std::filesystem::remove(temporary, ignored);
+      throw std::runtime_error(path + ": cannot be written");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(temporary, target, ec);
+  if (ec) {
+    std::filesystem::remove(temporary, ec);
+    throw std::runtime_error(path + ": cannot be put in place: " + ec.message());
+  }
+}
+
+}  // namespace wavetrain::experiments::amp

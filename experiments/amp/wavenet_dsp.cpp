@@ -1,0 +1,427 @@
+// Any .nam WaveNet, real-time or offline (wavenet_dsp.h).
+#include "experiments/amp/wavenet_dsp.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "experiments/amp/nam_file.h"
+
+namespace wavetrain::experiments::amp {
+namespace {
+
+// A channel-major signal's current block and the `keep` samples before it: row r's block starts
+// at row(r), and row(r)[-keep .. -1] are the samples before. When the next block would not fit,
+// the last `keep` samples move to the front (rarely: capacity leaves room for many blocks).
+struct History {
+  int64_t rows = 0, keep = 0, capacity = 0, pos = 0;
+  std::vector<float> data;
+
+  void init(int64_t r, int64_t k, int64_t max_block) {
+    rows = r;
+    keep = k;
+    capacity = k + std::max<int64_t>(std::max<int64_t>(k, 4 * max_block), 1024);
+    data.assign(static_cast<size_t>(rows * capacity), 0.0f);
+    pos = keep;
+  }
+  void clear() {
+    std::fill(data.begin(), data.end(), 0.0f);
+    pos = keep;
+  }
+  void begin(int64_t n) {
+    if (pos + n <= capacity) return;
+    for (int64_t r = 0; r < rows; ++r) {
+      float* base = data.data() + r * capacity;
+      std::memmove(base, base + pos - keep, static_cast<size_t>(keep) * sizeof(float));
+    }
+    pos = keep;
+  }
+  float* row(int64_t r) { return data.data() + r * capacity + pos; }
+  float* base() { return row(0); }
+  int64_t stride() const { return capacity; }
+  void end(int64_t n) { pos += n; }
+};
+
+// The file's weights, read in order.
+struct Reader {
+  const std::vector<float>& w;
+  size_t at = 0;
+  std::vector<float> take(int64_t count) {
+    if (at + static_cast<size_t>(count) > w.size()) throw std::invalid_argument("WaveNet: the weights end early (the config asks for more)");
+    std::vector<float> v(w.begin() + static_cast<std::ptrdiff_t>(at), w.begin() + static_cast<std::ptrdiff_t>(at + static_cast<size_t>(count)));
+    at += static_cast<size_t>(count);
+    return v;
+  }
+};
+
+// A (grouped, dilated, causal) convolution in the file's layout: weight [out][in/groups][kernel]
+// (so each output row is already the matrix row over (input channel, tap)), bias [out] or none.
+struct Conv {
+  int64_t in = 0, out = 0, kernel = 1, dilation = 1, groups = 1;
+  std::vector<float> w, b;
+  std::vector<const float*> rows;  // scratch: the input rows of one group, each tap shifted back
+
+  void load(Reader& r, int64_t in_, int64_t out_, int64_t kernel_, int64_t dilation_, int64_t groups_, bool bias) {
+    in = in_, out = out_, kernel = kernel_, dilation = dilation_, groups = groups_;
+    w = r.take(out * (in / groups) * kernel);
+    if (bias) b = r.take(out);
+    rows.resize(static_cast<size_t>((in / groups) * kernel));
+  }
+  // y[o][0 .. n) (+)= b[o] + sum over (c, k) of w[o][c][k] x[c][t - (kernel - 1 - k) dilation]; x's
+  // rows are x_stride apart and hold (kernel - 1) dilation samples before the block.
+  void run(const float* x, int64_t x_stride, float* y, int64_t y_stride, int64_t n, bool accumulate) {
+    const int64_t gi = in / groups, go = out / groups;
+    for (int64_t g = 0; g < groups; ++g) {
+      size_t i = 0;
+      for (int64_t c = 0; c < gi; ++c)
+        for (int64_t k = 0; k < kernel; ++k) rows[i++] = x + (g * gi + c) * x_stride - (kernel - 1 - k) * dilation;
+      dsp::MatMul m;
+      m.w = w.data() + g * go * gi * kernel;
+      m.x = rows.data();
+      m.y = y + g * go * y_stride;
+      m.y_stride = y_stride;
+      m.bias = b.empty() ? nullptr : b.data() + g * go;
+      m.outputs = go;
+      m.inputs = gi * kernel;
+      m.n = n;
+      m.accumulate = accumulate;
+      dsp::matmul(m);
+    }
+  }
+};
+
+// FiLM: x = x * s + t, [s; t] = 1x1(c) with bias and groups (t only with shift).
+struct Film {
+  bool active = false, shift = true;
+  int64_t dim = 0;
+  Conv conv;
+  void load(Reader& r, const FilmSpec& spec, int64_t condition, int64_t dim_) {
+    active = spec.active;
+    if (!active) return;
+    shift = spec.shift;
+    dim = dim_;
+    conv.load(r, condition, (shift ? 2 : 1) * dim, 1, 1, spec.groups, true);
+  }
+  void apply(float* x, int64_t x_stride, const float* c, int64_t c_stride, float* scratch, int64_t s_stride, int64_t n) {
+    if (!active) return;
+    conv.run(c, c_stride, scratch, s_stride, n, false);
+    for (int64_t r = 0; r < dim; ++r)
+      dsp::scale_shift(x + r * x_stride, scratch + r * s_stride, shift ? scratch + (dim + r) * s_stride : nullptr, x + r * x_stride, n);
+  }
+};
+
+// An activation for each row (PReLU has a slope per channel).
+struct RowActivation {
+  dsp::Elementwise f;
+  std::vector<float> slopes;  // PReLU
+  void set(const ActivationSpec& a) {
+    using dsp::Kind;
+    static const std::pair<const char*, Kind> kinds[] = {
+        {"Tanh", Kind::Tanh},       {"Fasttanh", Kind::FastTanh}, {"Hardtanh", Kind::Hardtanh}, {"LeakyHardtanh", Kind::LeakyHardtanh},
+        {"ReLU", Kind::ReLU},       {"LeakyReLU", Kind::LeakyReLU}, {"PReLU", Kind::PReLU},   {"Sigmoid", Kind::Sigmoid},
+        {"SiLU", Kind::SiLU},       {"Hardswish", Kind::Hardswish}, {"Softsign", Kind::Softsign}};
+    bool found = false;
+    for (const auto& [name, kind] : kinds)
+      if (a.type == name) f.kind = kind, found = true;
+    if (!found) throw std::invalid_argument("WaveNet: activation '" + a.type + "' has no kernel");
+    if (f.kind == Kind::PReLU) {
+      slopes.assign(a.params.begin(), a.params.end());
+    } else if (f.kind == Kind::Hardtanh) {
+      f.p[0] = -1.0f, f.p[1] = 1.0f;
+    } else {
+      for (size_t i = 0; i < a.params.size() && i < 4; ++i) f.p[i] = static_cast<float>(a.params[i]);
+    }
+  }
+  void apply(float* x, int64_t stride, int64_t rows, int64_t n) const {
+    for (int64_t r = 0; r < rows; ++r) {
+      dsp::Elementwise g = f;
+      if (!slopes.empty()) g.p[0] = slopes[slopes.size() == 1 ? 0 : static_cast<size_t>(r)];
+      dsp::apply(g, x + r * stride, n);
+    }
+  }
+};
+
+void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * dst_stride, src + r * src_stride, static_cast<size_t>(n) * sizeof(float));
+}
+
+}  // namespace
+
+struct WaveNetDsp::PostHead {
+  struct Stage {
+    Conv conv;
+    History in;  // f(y) with kernel - 1 samples of history
+    std::vector<float> out;
+  };
+  RowActivation activation;
+  std::vector<Stage> stages;
+};
+
+struct WaveNetDsp::Array {
+  struct Layer {
+    Gating gating = Gating::None;
+    RowActivation primary, secondary;
+    Conv conv, mixer, layer1x1, head1x1;
+    bool has_layer1x1 = true, has_head1x1 = false;
+    std::array<Film, kFilmSites> film;
+    History in;       // the layer's input z (C rows)
+    History film_in;  // FiLM_conv_pre(z), when that FiLM is active: what the conv reads
+  };
+  int64_t C = 0, B = 0, M = 0, condition = 1, head_in = 0, head_out = 0, S = 0;
+  Conv rechannel, head_rechannel;
+  std::vector<Layer> layers;
+  History head_sum;
+  // Scratch, [rows][S] each.
+  std::vector<float> a, p, tmp, film, mixin, z_out, head;
+
+  void process(const float* y, int64_t y_stride, const float* c, int64_t c_stride, const float* previous_head, int64_t n);
+};
+
+void WaveNetDsp::Array::process(const float* y, int64_t y_stride, const float* c, int64_t c_stride, const float* previous_head, int64_t n) {
+  Layer& first = layers.front();
+  first.in.begin(n);
+  rechannel.run(y, y_stride, first.in.base(), first.in.stride(), n, false);
+  head_sum.begin(n);
+  for (int64_t r = 0; r < head_in; ++r) {
+    float* h = head_sum.row(r);
+    if (previous_head) std::memcpy(h, previous_head + r * S, static_cast<size_t>(n) * sizeof(float));
+    else std::fill(h, h + n, 0.0f);
+  }
+  for (size_t li = 0; li < layers.size(); ++li) {
+    Layer& L = layers[li];
+    // The dilated conv, on z or on FiLM_conv_pre(z).
+    History* src = &L.in;
+    if (L.film[kConvPre].active) {
+      L.film_in.begin(n);
+      copy_rows(L.in.base(), L.in.stride(), L.film_in.base(), L.film_in.stride(), C, n);
+      L.film[kConvPre].apply(L.film_in.base(), L.film_in.stride(), c, c_stride, film.data(), S, n);
+      src = &L.film_in;
+    }
+    L.conv.run(src->base(), src->stride(), a.data(), S, n, false);
+    L.film[kConvPost].apply(a.data(), S, c, c_stride, film.data(), S, n);
+    // The input mixer, added in.
+    const float* mix_src = c;
+    int64_t mix_stride = c_stride;
+    if (L.film[kMixinPre].active) {
+      copy_rows(c, c_stride, mixin.data(), S, condition, n);
+      L.film[kMixinPre].apply(mixin.data(), S, c, c_stride, film.data(), S, n);
+      mix_src = mixin.data();
+      mix_stride = S;
+    }
+    const int64_t m = L.gating == Gating::None ? B : 2 * B;
+    if (L.film[kMixinPost].active) {
+      L.mixer.run(mix_src, mix_stride, tmp.data(), S, n, false);
+      L.film[kMixinPost].apply(tmp.data(), S, c, c_stride, film.data(), S, n);
+      for (int64_t r = 0; r < m; ++r) dsp::add(tmp.data() + r * S, a.data() + r * S, n);
+    } else {
+      L.mixer.run(mix_src, mix_stride, a.data(), S, n, true);
+    }
+    L.film[kActivationPre].apply(a.data(), S, c, c_stride, film.data(), S, n);
+    // The activation: p [B rows].
+    copy_rows(a.data(), S, p.data(), S, B, n);
+    L.primary.apply(p.data(), S, B, n);
+    if (L.gating != Gating::None) {
+      float* gate = a.data() + B * S;
+      L.secondary.apply(gate, S, B, n);
+      for (int64_t r = 0; r < B; ++r) {
+        float* pr = p.data() + r * S;
+        const float* gr = gate + r * S;
+        if (L.gating == Gating::Gated) {
+          dsp::multiply(pr, gr, pr, n);
+        } else {  // blended: g f(a1) + (1 - g) a1
+          const float* a1 = a.data() + r * S;
+          for (int64_t t = 0; t < n; ++t) pr[t] = a1[t] + gr[t] * (pr[t] - a1[t]);
+        }
+      }
+    }
+    L.film[kActivationPost].apply(p.data(), S, c, c_stride, film.data(), S, n);
+    // The residual: the next layer's input (or the array's output) = z + layer1x1(p).
+    Layer* next = li + 1 < layers.size() ? &layers[li + 1] : nullptr;
+    float* dst = z_out.data();
+    int64_t dst_stride = S;
+    if (next) {
+      next->in.begin(n);
+      dst = next->in.base();
+      dst_stride = next->in.stride();
+    }
+    // Without a layer1x1 the core passes z on unchanged. Its layer1x1_post_film takes effect in
+    // blended layers only (the core's behaviour, which the reference outputs confirm; in other
+    // layers its weights are read and unused).
+    if (L.has_layer1x1) {
+      L.layer1x1.run(p.data(), S, tmp.data(), S, n, false);
+      if (L.gating == Gating::Blended) L.film[kLayer1x1Post].apply(tmp.data(), S, c, c_stride, film.data(), S, n);
+    }
+    for (int64_t r = 0; r < C; ++r) {
+      const float* z = L.in.row(r);
+      float* d = dst + r * dst_stride;
+      if (L.has_layer1x1) {
+        const float* u = tmp.data() + r * S;
+        for (int64_t t = 0; t < n; ++t) d[t] = z[t] + u[t];
+      } else {
+        std::memcpy(d, z, static_cast<size_t>(n) * sizeof(float));
+      }
+    }
+    // The head's share.
+    if (L.has_head1x1) {
+      L.head1x1.run(p.data(), S, tmp.data(), S, n, false);
+      L.film[kHead1x1Post].apply(tmp.data(), S, c, c_stride, film.data(), S, n);
+      for (int64_t r = 0; r < head_in; ++r) dsp::add(tmp.data() + r * S, head_sum.row(r), n);
+    } else {
+      for (int64_t r = 0; r < head_in; ++r) dsp::add(p.data() + r * S, head_sum.row(r), n);
+    }
+    L.in.end(n);
+    if (L.film[kConvPre].active) L.film_in.end(n);
+  }
+  head_rechannel.run(head_sum.base(), head_sum.stride(), head.data(), S, n, false);
+  head_sum.end(n);
+}
+
+WaveNetDsp::WaveNetDsp(const NamWaveNetSpec& spec, const std::vector<float>& weights, int64_t max_block)
+    : max_block_(std::max<int64_t>(1, max_block)), output_channels_(spec.output_channels()), receptive_field_(nam_receptive_field(spec)) {
+  if (static_cast<int64_t>(weights.size()) != nam_wavenet_weight_count(spec))
+    throw std::invalid_argument("WaveNet: " + std::to_string(weights.size()) + " weights given, its config has " +
+                                std::to_string(nam_wavenet_weight_count(spec)));
+  if (spec.condition_dsp) {
+    const NamFileModel& c = *spec.condition_dsp;
+    if (c.architecture != "WaveNet") throw std::invalid_argument("WaveNet: a condition_dsp must be a WaveNet, found " + c.architecture);
+    condition_dsp_ = std::make_unique<WaveNetDsp>(c.wavenet, c.weights, max_block_);
+    condition_channels_ = condition_dsp_->output_channels();
+    condition_.assign(static_cast<size_t>(condition_channels_ * max_block_), 0.0f);
+  }
+  const int64_t S = max_block_;
+  Reader reader{weights};
+  for (const NamLayerArraySpec& s : spec.arrays) {
+    auto array = std::make_unique<Array>();
+    Array& A = *array;
+    A.C = s.channels;
+    A.B = s.bottleneck;
+    A.condition = s.condition_size;
+    A.head_in = s.head_in();
+    A.head_out = s.head_size;
+    A.S = S;
+    int64_t max_m = A.B, max_film = 0;
+    A.rechannel.load(reader, s.input_size, A.C, 1, 1, 1, false);
+    for (const NamLayerSpec& ls : s.layers) {
+      Array::Layer L;
+      L.gating = ls.gating;
+      L.primary.set(ls.activation);
+      if (ls.gating != Gating::None) L.secondary.set(ls.secondary);
+      const int64_t m = ls.gating == Gating::None ? A.B : 2 * A.B;
+      max_m = std::max(max_m, m);
+      L.conv.load(reader, A.C, m, ls.kernel_size, ls.dilation, s.groups_input, true);
+      L.mixer.load(reader, A.condition, m, 1, 1, s.groups_input_mixin, false);
+      L.has_layer1x1 = s.layer1x1;
+      if (s.layer1x1) L.layer1x1.load(reader, A.B, A.C, 1, 1, s.layer1x1_groups, true);
+      L.has_head1x1 = s.head1x1;
+      if (s.head1x1) L.head1x1.load(reader, A.B, s.head1x1_out, 1, 1, s.head1x1_groups, true);
+      const int64_t dims[kFilmSites] = {A.C, m, A.condition, m, m, A.B, A.C, s.head1x1_out};
+      for (int f = 0; f < kFilmSites; ++f) {
+        L.film[static_cast<size_t>(f)].load(reader, s.film[static_cast<size_t>(f)], A.condition, dims[f]);
+        if (s.film[static_cast<size_t>(f)].active) max_film = std::max(max_film, (s.film[static_cast<size_t>(f)].shift ? 2 : 1) * dims[f]);
+      }
+      const int64_t history = (ls.kernel_size - 1) * ls.dilation;
+      L.in.init(A.C, L.film[kConvPre].active ? 0 : history, S);
+      if (L.film[kConvPre].active) L.film_in.init(A.C, history, S);
+      A.layers.push_back(std::move(L));
+    }
+    A.head_rechannel.load(reader, A.head_in, A.head_out, s.head_kernel, s.head_dilation, 1, s.head_bias);
+    A.head_sum.init(A.head_in, (s.head_kernel - 1) * s.head_dilation, S);
+    A.M = max_m;
+    A.a.assign(static_cast<size_t>(max_m * S), 0.0f);
+    A.p.assign(static_cast<size_t>(A.B * S), 0.0f);
+    A.tmp.assign(static_cast<size_t>(std::max({max_m, A.C, s.head1x1_out, A.B}) * S), 0.0f);
+    A.film.assign(static_cast<size_t>(std::max<int64_t>(1, max_film) * S), 0.0f);
+    A.mixin.assign(static_cast<size_t>(A.condition * S), 0.0f);
+    A.z_out.assign(static_cast<size_t>(A.C * S), 0.0f);
+    A.head.assign(static_cast<size_t>(A.head_out * S), 0.0f);
+    arrays_.push_back(std::move(array));
+  }
+  if (spec.post_head) {
+    const NamPostHeadSpec& h = *spec.post_head;
+    int64_t in = spec.arrays.back().head_size;
+    post_head_ = std::make_unique<PostHead>();
+    post_head_->activation.set(h.activation);
+    for (size_t i = 0; i < h.kernel_sizes.size(); ++i) {
+      const int64_t out = i + 1 == h.kernel_sizes.size() ? h.out_channels : h.channels;
+      PostHead::Stage st;
+      st.conv.load(reader, in, out, h.kernel_sizes[i], 1, 1, true);
+      st.in.init(in, h.kernel_sizes[i] - 1, S);
+      st.out.assign(static_cast<size_t>(out * S), 0.0f);
+      post_head_->stages.push_back(std::move(st));
+      in = out;
+    }
+  }
+  head_scale_ = reader.take(1)[0];
+  if (reader.at != weights.size()) throw std::invalid_argument("WaveNet: weights left over after the config's");
+  reset();
+}
+
+WaveNetDsp::~WaveNetDsp() = default;
+
+void WaveNetDsp::reset() {
+  for (auto& A : arrays_) {
+    for (Array::Layer& L : A->layers) {
+      L.in.clear();
+      L.film_in.clear();
+    }
+    A->head_sum.clear();
+  }
+  if (post_head_)
+    for (PostHead::Stage& st : post_head_->stages) st.in.clear();
+  if (condition_dsp_) condition_dsp_->reset();
+  // receptive_field - 1 zeros: the state the zeros before the first sample leave.
+  std::vector<float> zeros(static_cast<size_t>(max_block_), 0.0f), ignored(static_cast<size_t>(max_block_ * output_channels_));
+  for (int64_t left = receptive_field_ - 1; left > 0;) {
+    const int64_t n = std::min(left, max_block_);
+    block(zeros.data(), ignored.data(), n, n);
+    left -= n;
+  }
+}
+
+void WaveNetDsp::process(const float* in, float* out, int64_t n) {
+  // Channel-major output: a block's rows go to out + channel * n + its offset.
+  for (int64_t s = 0; s < n; s += max_block_) block(in + s, out + s, n, std::min(max_block_, n - s));
+}
+
+void WaveNetDsp::block(const float* x, float* out, int64_t out_stride, int64_t n) {
+  const float* c = x;
+  int64_t c_stride = max_block_;  // one row: the stride is never used
+  if (condition_dsp_) {
+    condition_dsp_->block(x, condition_.data(), max_block_, n);
+    c = condition_.data();
+  }
+  const float* y = x;
+  int64_t y_stride = max_block_;
+  const float* previous_head = nullptr;
+  for (auto& A : arrays_) {
+    A->process(y, y_stride, c, c_stride, previous_head, n);
+    y = A->z_out.data();
+    y_stride = A->S;
+    previous_head = A->head.data();
+  }
+  if (!post_head_) {
+    for (int64_t r = 0; r < output_channels_; ++r)
+      for (int64_t t = 0; t < n; ++t) out[r * out_stride + t] = head_scale_ * previous_head[r * max_block_ + t];
+    return;
+  }
+  // The head after the arrays: per stage y = conv(f(y)), on head_scale x the last head.
+  const float* y_in = previous_head;
+  float scale = head_scale_;
+  for (PostHead::Stage& st : post_head_->stages) {
+    st.in.begin(n);
+    for (int64_t r = 0; r < st.conv.in; ++r) {
+      float* d = st.in.row(r);
+      for (int64_t t = 0; t < n; ++t) d[t] = scale * y_in[r * max_block_ + t];
+    }
+    post_head_->activation.apply(st.in.base(), st.in.stride(), st.conv.in, n);
+    st.conv.run(st.in.base(), st.in.stride(), st.out.data(), max_block_, n, false);
+    st.in.end(n);
+    y_in = st.out.data();
+    scale = 1.0f;
+  }
+  for (int64_t r = 0; r < output_channels_; ++r)
+    for (int64_t t = 0; t < n; ++t) out[r * out_stride + t] = y_in[r * max_block_ + t];
+}
+
+}  // namespace wavetrain::experiments::amp

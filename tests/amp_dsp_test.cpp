@@ -1,0 +1,156 @@
+// The real-time engines' loops (experiments/amp/dsp_kernels.h, lstm_dsp.h) against LibTorch in
+// float64, in both compiled ISAs.
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "experiments/amp/dsp_kernels.h"
+#include "experiments/amp/lstm.h"
+#include "experiments/amp/lstm_dsp.h"
+
+namespace {
+
+using namespace wavetrain::experiments::amp;
+
+// Runs the body once with the AVX2 kernels (where the CPU has them) and once with the baseline ISA.
+template <typename F>
+void for_each_isa(F body) {
+  dsp::force_baseline(false);
+  body(dsp::using_avx2() ? "avx2" : "baseline");
+  dsp::force_baseline(true);
+  body("baseline");
+  dsp::force_baseline(false);
+}
+
+std::vector<float> to_vector(const at::Tensor& t) {
+  const at::Tensor c = t.to(at::kFloat).contiguous();
+  return {c.data_ptr<float>(), c.data_ptr<float>() + c.numel()};
+}
+
+// Every output count 1..64 (the tiles of 4 rows and their remainders) and lengths around the
+// 16- and 8-sample tiles, with shifted (dilated-conv) input rows and accumulation.
+TEST(AmpDsp, MatMulEqualsLibTorchForEveryChannelCount) {
+  torch::manual_seed(3);
+  for_each_isa([](const char* isa) {
+    for (int64_t outputs = 1; outputs <= 64; ++outputs) {
+      const int64_t inputs = 1 + (outputs * 7) % 23, n = outputs % 5 == 0 ? 64 : 1 + (outputs * 13) % 41, lag = 5;
+      const at::Tensor w = torch::randn({outputs, inputs}, torch::kFloat64);
+      const at::Tensor x = torch::randn({inputs, n + lag}, torch::kFloat64);
+      const at::Tensor bias = torch::randn({outputs}, torch::kFloat64);
+      const at::Tensor y0 = torch::randn({outputs, n}, torch::kFloat64);
+      // Input row i is read `i % lag` samples back.
+      std::vector<at::Tensor> rows;
+      for (int64_t i = 0; i < inputs; ++i) rows.push_back(x[i].narrow(0, lag - i % lag, n));
+      const at::Tensor expected = y0 + bias.unsqueeze(1) + w.matmul(torch::stack(rows));
+      std::vector<float> wf = to_vector(w), xf = to_vector(x), bf = to_vector(bias), yf = to_vector(y0);
+      std::vector<const float*> pointers;
+      for (int64_t i = 0; i < inputs; ++i) pointers.push_back(xf.data() + i * (n + lag) + lag - i % lag);
+      dsp::MatMul m;
+      m.w = wf.data();
+      m.x = pointers.data();
+      m.y = yf.data();
+      m.y_stride = n;
+      m.bias = bf.data();
+      m.outputs = outputs;
+      m.inputs = inputs;
+      m.n = n;
+      m.accumulate = true;
+      dsp::matmul(m);
+      const at::Tensor got = torch::from_blob(yf.data(), {outputs, n}, torch::kFloat).to(torch::kFloat64);
+      ASSERT_LE((got - expected).abs().max().item<double>(), 1e-4 * (1 + expected.abs().max().item<double>()))
+          << isa << " outputs " << outputs << " inputs " << inputs << " n " << n;
+    }
+  });
+}
+
+TEST(AmpDsp, ElementwiseFunctionsEqualLibTorch) {
+  const at::Tensor x = torch::linspace(-12, 12, 2401, torch::kFloat64);
+  struct Case {
+    dsp::Elementwise f;
+    at::Tensor expected;
+  };
+  using dsp::Kind;
+  const std::vector<Case> cases = {
+      {{Kind::Tanh, {}}, torch::tanh(x)},
+      {{Kind::Sigmoid, {}}, torch::sigmoid(x)},
+      {{Kind::SiLU, {}}, torch::silu(x)},
+      {{Kind::Hardswish, {}}, torch::hardswish(x)},
+      {{Kind::Softsign, {}}, x / (1 + x.abs())},
+      {{Kind::ReLU, {}}, torch::relu(x)},
+      {{Kind::LeakyReLU, {0.01f}}, torch::leaky_relu(x, 0.01)},
+      {{Kind::Hardtanh, {-0.5f, 0.75f}}, torch::hardtanh(x, -0.5, 0.75)},
+      {{Kind::LeakyHardtanh, {-1.0f, 0.9f, 0.05f, 0.02f}},
+       torch::where(x < -1, -1 + 0.05 * (x + 1), torch::where(x > 0.9, 0.9 + 0.02 * (x - 0.9), x))},
+  };
+  for_each_isa([&](const char* isa) {
+    for (const Case& c : cases) {
+      std::vector<float> v = to_vector(x);
+      dsp::apply(c.f, v.data(), static_cast<int64_t>(v.size()));
+      const at::Tensor got = torch::from_blob(v.data(), {x.numel()}, torch::kFloat).to(torch::kFloat64);
+      const at::Tensor want = c.expected.to(torch::kFloat).to(torch::kFloat64);
+      EXPECT_LE((got - want).abs().max().item<double>(), 4e-7 * (1 + want.abs().max().item<double>()))
+          << isa << " kind " << static_cast<int>(c.f.kind);
+    }
+  });
+}
+
+// The hand-written cell equals LibTorch's LSTM (float64) for every preset and a hidden size that is
+// not a multiple of 2 (3 units: 12 gates, padded to 16), and carries its state across buffers.
+TEST(AmpDsp, LstmCellEqualsLibTorchLstm) {
+  torch::manual_seed(5);
+  for (const LstmConfig& config : {lstm_preset("1x24"), lstm_preset("2x8"), lstm_preset("1x16"), lstm_preset("1x12"), LstmConfig{1, 3, 1},
+                                   LstmConfig{1, 40, 1}}) {
+    Lstm model(config);
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& p : model->parameters()) p.uniform_(-0.6, 0.6);
+    }
+    const std::vector<float> weights = model->export_weights();
+    Lstm reference(config);
+    reference->import_weights(weights);
+    reference->to(torch::kFloat64);
+    const int64_t n = 3000;
+    const at::Tensor x = 0.8 * torch::sin(torch::arange(n, torch::kFloat64) * 0.031) + 0.2 * torch::randn({n}, torch::kFloat64);
+    at::Tensor expected;
+    {
+      torch::NoGradGuard no_grad;
+      expected = reference->forward(x.view({1, 1, n})).view({n});
+    }
+    for_each_isa([&](const char* isa) {
+      LstmDsp dsp(config, weights);
+      std::vector<float> in = to_vector(x), out(static_cast<size_t>(n));
+      for (int64_t s = 0; s < n; s += 64) dsp.process(in.data() + s, out.data() + s, std::min<int64_t>(64, n - s));
+      const at::Tensor got = torch::from_blob(out.data(), {n}, torch::kFloat).to(torch::kFloat64);
+      EXPECT_LE((got - expected).abs().max().item<double>(), 2e-5 * (1 + expected.abs().max().item<double>()))
+          << isa << " " << config.num_layers << "x" << config.hidden_size;
+    });
+  }
+}
+
+// reset() with a prewarm equals the state after that many zeros from the initial state.
+TEST(AmpDsp, LstmPrewarmIsZerosFromTheInitialState) {
+  torch::manual_seed(6);
+  Lstm model(lstm_preset("2x8"));
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->parameters()) p.uniform_(-0.6, 0.6);
+  }
+  const std::vector<float> weights = model->export_weights();
+  LstmDsp warm(lstm_preset("2x8"), weights, 500), cold(lstm_preset("2x8"), weights, 0);
+  std::vector<float> zeros(500, 0.0f), ignored(500), in(100), a(100), b(100);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = 0.3f * static_cast<float>(i % 7) - 0.9f;
+  cold.process(zeros.data(), ignored.data(), 500);
+  cold.process(in.data(), a.data(), 100);
+  warm.process(in.data(), b.data(), 100);
+  EXPECT_EQ(a, b);
+  warm.reset();
+  warm.process(in.data(), b.data(), 100);
+  EXPECT_EQ(a, b);  // reset() prewarms again
+  LstmDsp cold_again(lstm_preset("2x8"), weights, 0);
+  cold_again.process(in.data(), b.data(), 100);
+  EXPECT_NE(a, b);  // and the prewarm matters
+}
+
+}  // namespace
