@@ -13,7 +13,6 @@
 #include "experiments/amp/amp_task.h"
 #include "experiments/amp/capture.h"
 #include "experiments/amp/synth.h"
-#include "experiments/amp/wavenet_stream.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config/yaml_io.h"
 #include "trainer/weights.h"
@@ -28,6 +27,13 @@ amp::AmpModel load_model(const std::string& path) {
   if (path.size() > 4 && path.compare(path.size() - 4, 4, ".nam") == 0) return amp::read_nam(path);
   const TrainingState s = Checkpoint::load(path);
   const config::Config cfg(config::load_yaml_string(s.config_yaml, path + " (recorded config)"));
+  if (cfg.has("nam.file")) {  // an imported model the trainer does not build: its file as read
+    try {
+      return amp::amp_model_of(amp::nam_model_from_json(nlohmann::json::parse(cfg.get_string("nam.file"))));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(path + ": the recorded nam.file is not a .nam model: " + e.what());
+    }
+  }
   amp::AmpModel m = amp::amp_model_from_config(cfg);
   load_state_dict(m.module(), s.model, /*strict=*/true, path);
   if (cfg.has("nam.version")) m.nam_version = cfg.get_string("nam.version");  // an imported .nam file's
@@ -38,12 +44,14 @@ amp::AmpModel load_model(const std::string& path) {
       throw std::runtime_error(path + ": the recorded nam.metadata is not JSON: " + e.what());
     }
   }
+  if (cfg.has("nam.extra")) m.nam_extra = nlohmann::json::parse(cfg.get_string("nam.extra"));
   for (const auto& [name, value] : s.metrics)
     if (name == "val/esr") m.metadata["training"]["validation_esr"] = value;
   return m;
 }
 
 std::string preset_of(const amp::AmpModel& m) {
+  if (!m.trainable()) return "";
   if (m.wavenet) {
     // head_scale comes back from the file's float32 weights: compare it to float precision.
     const amp::WaveNetConfig& c = m.wavenet->config();
@@ -121,6 +129,18 @@ void add_amp_commands(CLI::App& app) {
   imp_nam->callback([source, target] {
     amp::AmpModel m = amp::read_nam(*source);
     TrainingState s;
+    if (!m.trainable()) {
+      // The trainer does not build it: the checkpoint keeps the file whole, for infer and export.
+      config::Node cfg = config::Node::mapping();
+      cfg.set_path("model.architecture", config::Node::string("nam_file"));
+      cfg.set_path("amp.sample_rate", config::Node::floating(m.sample_rate));
+      cfg.set_path("nam.file", config::Node::string(amp::nam_model_to_json(*m.file).dump()));
+      s.config_yaml = config::to_yaml(cfg);
+      Checkpoint::save(*target, s);
+      std::printf("wrote %s (%s, kept whole for infer and export nam; the trainer does not build it)\n", target->c_str(),
+                  m.architecture.c_str());
+      return;
+    }
     s.model = module_state_dict(m.module());
     const std::string preset = preset_of(m);
     // The recorded config says how to rebuild the model, and keeps the file's version and
@@ -134,6 +154,7 @@ void add_amp_commands(CLI::App& app) {
     cfg.set_path("amp.sample_rate", config::Node::floating(m.sample_rate));
     cfg.set_path("nam.version", config::Node::string(m.nam_version));
     cfg.set_path("nam.metadata", config::Node::string(m.metadata.dump()));
+    if (!m.nam_extra.empty()) cfg.set_path("nam.extra", config::Node::string(m.nam_extra.dump()));
     s.config_yaml = config::to_yaml(cfg);
     Checkpoint::save(*target, s);
     std::printf("wrote %s (%s%s)\n", target->c_str(), m.architecture.c_str(), preset.empty() ? "" : (", preset " + preset).c_str());
@@ -150,26 +171,34 @@ void add_amp_commands(CLI::App& app) {
   infer->add_option("--mode", options->mode, "exact (carry context/state), stream (real-time buffers of --chunk) or crossfade")
       ->capture_default_str();
   infer->add_option("--overlap", options->overlap, "Crossfade length (crossfade mode)")->capture_default_str();
-  infer->callback([source, in, out, options] {
+  infer->add_flag("!--no-prewarm", options->prewarm,
+                  "Start an LSTM from its stored state (as NAM's Python does), not after the plugin's half second of zeros");
+  auto rate = std::make_shared<int>(0);
+  infer->add_option("--rate", *rate, "Sample rate of the output WAV (default: the input's)");
+  infer->callback([source, in, out, options, rate] {
     amp::AmpModel m = load_model(*source);
     data::ReadOptions ro;
     ro.channels = 1;
-    ro.sample_rate = static_cast<int>(m.sample_rate);
     const data::Audio audio = data::read_audio(*in, ro);
-    // Stream mode has a fast kernel for ungated Tanh WaveNets only (every NAM preset). Others run
-    // as exact mode in buffers of --chunk samples, far below real time at small buffers: say so.
-    if (options->mode == "stream" && m.wavenet) {
-      if (const std::string why = amp::WaveNetStream::why_not_streamable(m.wavenet->config()); !why.empty())
-        std::fprintf(stderr,
-                     "wavetrain: note: %s has no stream-mode kernel (%s); it runs as exact mode in %lld-sample buffers, "
-                     "which can be far slower than real time\n",
-                     source->c_str(), why.c_str(), static_cast<long long>(options->chunk));
+    // The model plays at its own rate: a file at another rate is resampled in, and the output
+    // written at the file's rate (or --rate), with a note either way: never silently.
+    const int model_rate = static_cast<int>(std::lround(m.sample_rate));
+    const int out_rate = *rate > 0 ? *rate : audio.sample_rate;
+    at::Tensor x = audio.samples[0];
+    if (audio.sample_rate != model_rate) {
+      std::fprintf(stderr, "wavetrain: note: %s is at %d Hz and the model at %d Hz: resampling the input to %d Hz\n", in->c_str(), audio.sample_rate,
+                   model_rate, model_rate);
+      x = data::resample(x, audio.sample_rate, model_rate);
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const at::Tensor y = amp::process(m, audio.samples[0], *options);
+    at::Tensor y = amp::process(m, x, *options);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    data::write_wav(*out, y, audio.sample_rate, data::WavSubtype::kFloat32);
-    const double duration = static_cast<double>(y.numel()) / audio.sample_rate;
+    const double duration = static_cast<double>(y.numel()) / model_rate;
+    if (out_rate != model_rate) {
+      std::fprintf(stderr, "wavetrain: note: writing %s at %d Hz (resampled from the model's %d Hz)\n", out->c_str(), out_rate, model_rate);
+      y = data::resample(y, model_rate, out_rate);
+    }
+    data::write_wav(*out, y, out_rate, data::WavSubtype::kFloat32);
     std::printf("%s: %.2f s of audio in %.2f s: %.1fx real time (chunk %lld, %s)\n", out->c_str(), duration, seconds,
                 duration / std::max(seconds, 1e-9), static_cast<long long>(options->chunk), options->mode.c_str());
   });

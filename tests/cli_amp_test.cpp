@@ -176,9 +176,10 @@ TEST(CliAmp, ImportExportKeepsVersionAndMetadata) {
   }
 }
 
-// Stream mode has no fast kernel for a gated WaveNet: infer says so instead of silently running
-// far below real time.
-TEST(CliAmp, StreamModeSaysWhenAModelHasNoStreamKernel) {
+// Every model streams (a gated WaveNet too, with no note and the same output as exact mode), and
+// infer says when it resamples: a 44.1 kHz file through a 48 kHz model is resampled in and written
+// back at 44.1 kHz, or at --rate.
+TEST(CliAmp, InferStreamsEveryModelAndSaysWhenItResamples) {
   const fs::path dir = fresh("stream_note");
   namespace amp = wavetrain::experiments::amp;
   amp::WaveNetConfig c = amp::wavenet_preset("nano");
@@ -186,17 +187,33 @@ TEST(CliAmp, StreamModeSaysWhenAModelHasNoStreamKernel) {
   amp::AmpModel m = amp::make_amp_model("wavenet", "nano");
   m.wavenet = amp::WaveNet(c);
   amp::write_nam((dir / "gated.nam").string(), m);
-  amp::write_nam((dir / "nano.nam").string(), amp::make_amp_model("wavenet", "nano"));
-  wavetrain::data::write_wav((dir / "in.wav").string(), at::zeros({4800}), 48000);
-  const Result gated = wavetrain_in(dir, "infer gated.nam in.wav -o out.wav --mode stream --chunk 64");
-  ASSERT_EQ(gated.exit_code, 0) << gated.err;
-  EXPECT_NE(gated.err.find("note: gated.nam has no stream-mode kernel (layer array 0 is gated); it runs as exact mode in "
-                           "64-sample buffers"),
-            std::string::npos)
-      << gated.err;
-  const Result plain = wavetrain_in(dir, "infer nano.nam in.wav -o out.wav --mode stream --chunk 64");
-  ASSERT_EQ(plain.exit_code, 0) << plain.err;
-  EXPECT_EQ(plain.err.find("note:"), std::string::npos) << plain.err;
+  const at::Tensor x = 0.3 * at::sin(at::arange(4800, at::kFloat) * 0.05);
+  wavetrain::data::write_wav((dir / "in.wav").string(), x, 48000);
+  const Result stream = wavetrain_in(dir, "infer gated.nam in.wav -o stream.wav --mode stream --chunk 64");
+  ASSERT_EQ(stream.exit_code, 0) << stream.err;
+  EXPECT_EQ(stream.err.find("note:"), std::string::npos) << stream.err;
+  const Result exact = wavetrain_in(dir, "infer gated.nam in.wav -o exact.wav");
+  ASSERT_EQ(exact.exit_code, 0) << exact.err;
+  const at::Tensor ys = wavetrain::data::read_audio((dir / "stream.wav").string()).samples;
+  const at::Tensor ye = wavetrain::data::read_audio((dir / "exact.wav").string()).samples;
+  ASSERT_EQ(ys.sizes(), ye.sizes());
+  EXPECT_GT(ye.abs().max().item<double>(), 1e-4);
+  EXPECT_LE((ys - ye).abs().max().item<double>(), 1e-5 * ye.abs().max().item<double>());
+
+  wavetrain::data::write_wav((dir / "in44.wav").string(), x.narrow(0, 0, 4410), 44100);
+  const Result resampled = wavetrain_in(dir, "infer gated.nam in44.wav -o out44.wav");
+  ASSERT_EQ(resampled.exit_code, 0) << resampled.err;
+  EXPECT_NE(resampled.err.find("note: in44.wav is at 44100 Hz and the model at 48000 Hz: resampling the input to 48000 Hz"), std::string::npos)
+      << resampled.err;
+  const wavetrain::data::Audio out44 = wavetrain::data::read_audio((dir / "out44.wav").string());
+  EXPECT_EQ(out44.sample_rate, 44100);
+  EXPECT_EQ(out44.samples.size(1), 4410);
+  const Result at48 = wavetrain_in(dir, "infer gated.nam in44.wav -o out48.wav --rate 48000");
+  ASSERT_EQ(at48.exit_code, 0) << at48.err;
+  const wavetrain::data::Audio out48 = wavetrain::data::read_audio((dir / "out48.wav").string());
+  EXPECT_EQ(out48.sample_rate, 48000);
+  EXPECT_EQ(out48.samples.size(1), 4800);
+  EXPECT_EQ(at48.err.find("note: writing"), std::string::npos) << at48.err;  // the model's own rate: nothing resampled out
 }
 
 TEST(CliAmp, LstmTrainsAndExports) {

@@ -1,18 +1,16 @@
-// An amp model of either NAM architecture, its .nam file, and processing audio of any length.
+// An amp model: a trainable NAM WaveNet or LSTM (LibTorch modules), or any other model a .nam
+// file holds (A2, FiLM, containers, ...: nam_file.h), kept as the file describes it; reading and
+// writing .nam files; processing audio of any length.
 //
-// .nam (NAM's JSON model file): {"version": "0.5.4", "architecture": "WaveNet" | "LSTM",
-// "config": {...}, "weights": [floats in the plugin's order], "sample_rate": 48000,
-// "metadata": {...}}. write_nam writes it atomically (temporary file, then rename).
-//
-// process(): the output is aligned with the input (output n answers input n). WaveNet sees
-// zeros before the first sample. Modes:
-//   exact      WaveNet: chunks carry receptive_field - 1 samples of input as context, so the
-//              result equals one pass over the whole file; LSTM: the state carries over.
-//   stream     real-time buffers of `chunk` samples: WaveNet through WaveNetStream (per-layer
-//              state, plain loops; same output as exact), the LSTM as in exact mode.
+// process(): the output is aligned with the input (output n answers input n), as the NAM plugin
+// plays it: WaveNet sees zeros before the first sample, the LSTM starts from its stored state after
+// half a second of zeros (the plugin's prewarm). Modes:
+//   exact      one pass over the whole file: a trainable WaveNet through LibTorch, chunks carrying
+//              receptive_field - 1 samples of context (batched, all threads); anything else through
+//              the real-time engine (nam_dsp.h) in blocks of `chunk`.
+//   stream     the real-time engine in buffers of `chunk` samples, one thread: every model.
 //   crossfade  every chunk starts fresh (zero context or initial state) `overlap` samples early,
-//              and the overlap is crossfaded linearly into the previous chunk: for models whose
-//              context cannot be carried exactly.
+//              and the overlap is crossfaded linearly into the previous chunk.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -20,37 +18,52 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include <memory>
+
 #include "experiments/amp/lstm.h"
+#include "experiments/amp/nam_file.h"
 #include "experiments/amp/wavenet.h"
 
 namespace wavetrain::experiments::amp {
 
 struct AmpModel {
-  std::string architecture;  // "WaveNet" or "LSTM"
-  WaveNet wavenet{nullptr};
+  std::string architecture;  // "WaveNet", "LSTM" or "SlimmableContainer"
+  WaveNet wavenet{nullptr};  // trainable models: one of these
   Lstm lstm{nullptr};
+  // A model the trainer does not build (nam_wavenet.h's classic_of() says why): its file as read.
+  std::shared_ptr<const NamFileModel> file;
   double sample_rate = 48000;
   nlohmann::json metadata = nlohmann::json::object();
-  // The version a .nam file was read with (0.5.x); written back unchanged. Empty for a model
-  // trained here, which is written as the version write_nam implements.
+  // The version a .nam file was read with; written back unchanged. Empty for a model trained here,
+  // which is written as the oldest version that holds it (nam_min_version).
   std::string nam_version;
+  nlohmann::json nam_extra = nlohmann::json::object();  // the file's other top-level keys, kept
 
-  torch::nn::Module& module();
+  bool trainable() const { return wavenet || lstm; }
+  torch::nn::Module& module();      // throws for a file-only model
   int64_t receptive_field() const;  // 1 for the LSTM (it has state instead)
-  int64_t parameters() const;
+  int64_t parameters() const;       // for a file-only model: its weights
+  // The .nam file of this model (what write_nam writes and the real-time engine plays).
+  NamFileModel to_nam() const;
 };
 
 // architecture "wavenet" (presets standard, lite, feather, nano) or "lstm" (1x24, 2x8, 1x16, 1x12).
 AmpModel make_amp_model(const std::string& architecture, const std::string& preset, double sample_rate = 48000);
 
+// Atomic (temporary file, then rename); adds today's date to the metadata when it has none.
 void write_nam(const std::string& path, const AmpModel& model);
-// Throws std::runtime_error naming the file and the key or rule that fails.
+// Any .nam file the NAM plugin's core reads (nam_file.h); throws std::runtime_error naming the file
+// and the key or rule that fails.
 AmpModel read_nam(const std::string& path);
+AmpModel amp_model_of(const NamFileModel& file);
 
 struct ProcessOptions {
   int64_t chunk = 65536;
   std::string mode = "exact";  // exact, stream or crossfade
   int64_t overlap = 4096;      // crossfade mode
+  // The NAM plugin's LSTM prewarm (half a second of zeros at reset); false starts from the stored
+  // state, as NAM's Python trainer computes the output.
+  bool prewarm = true;
 };
 
 // audio [samples] (mono, float) -> [samples]

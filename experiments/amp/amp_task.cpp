@@ -114,6 +114,9 @@ double capture_sample_rate(const data::DatasetReader& store) {
 
 AmpModel amp_model_from_config(const config::Config& cfg, const data::DatasetReader* store) {
   AmpModel m;
+  if (cfg.has("nam.file"))
+    throw config::ConfigError("model: this checkpoint holds an imported .nam model the trainer does not build (" +
+                              cfg.get_string("model.architecture", "nam_file") + "); infer and export nam read it, training cannot start from it");
   if (cfg.has("model.nam_config")) {  // an imported .nam model that matches no preset
     const nlohmann::json j = nlohmann::json::parse(cfg.get_string("model.nam_config"));
     m.architecture = cfg.get_string("model.architecture") == "lstm" ? "LSTM" : "WaveNet";

@@ -6,7 +6,7 @@
 
 namespace wavetrain::experiments::amp {
 
-NamDsp::NamDsp(const NamFileModel& file, int64_t max_block) {
+NamDsp::NamDsp(const NamFileModel& file, int64_t max_block, bool prewarm_lstm) {
   const NamFileModel& m = file.default_model();
   sample_rate_ = m.sample_rate.value_or(file.sample_rate.value_or(48000.0));
   if (file.architecture == "SlimmableContainer")
@@ -20,7 +20,7 @@ NamDsp::NamDsp(const NamFileModel& file, int64_t max_block) {
                     std::to_string(wavenet_->receptive_field()) + (m.wavenet.condition_dsp ? ", with a condition_dsp" : "");
   } else if (m.architecture == "LSTM") {
     // The plugin runs half a second of zeros through at reset.
-    const int64_t prewarm = static_cast<int64_t>(std::lround(0.5 * sample_rate_));
+    const int64_t prewarm = prewarm_lstm ? static_cast<int64_t>(std::lround(0.5 * sample_rate_)) : 0;
     lstm_ = std::make_unique<LstmDsp>(m.lstm, m.weights, prewarm);
     description_ += "LSTM " + std::to_string(m.lstm.num_layers) + "x" + std::to_string(m.lstm.hidden_size) + ", prewarmed on " +
                     std::to_string(prewarm) + " zeros";

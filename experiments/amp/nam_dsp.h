@@ -17,7 +17,8 @@ namespace wavetrain::experiments::amp {
 class NamDsp {
  public:
   // max_block: the largest block computed at once (a real-time host's buffer; longer calls split).
-  explicit NamDsp(const NamFileModel& model, int64_t max_block = 256);
+  // prewarm false: the LSTM starts from its stored state (as NAM's Python trainer computes it).
+  explicit NamDsp(const NamFileModel& model, int64_t max_block = 256, bool prewarm = true);
   ~NamDsp();
 
   void reset();

@@ -10,7 +10,9 @@
 namespace wavetrain::experiments::amp {
 namespace {
 
-[[noreturn]] void fail(const std::string& where, const std::string& what) { throw std::invalid_argument(where + ": " + what); }
+[[noreturn]] void fail(const std::string& where, const std::string& what) {
+  throw std::invalid_argument(where.empty() ? what : where + ": " + what);
+}
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
@@ -284,13 +286,13 @@ nlohmann::json activation_to_json(const ActivationSpec& a) {
 }
 
 NamWaveNetSpec nam_wavenet_from_json(const nlohmann::json& config, const std::string& version) {
-  if (!config.is_object()) fail("config", "must be an object");
+  if (!config.is_object()) fail("", "must be an object");
   NamWaveNetSpec spec;
   spec.new_style = version.rfind("0.5.", 0) != 0;
-  const nlohmann::json& layers = required(config, "layers", "config");
-  if (!layers.is_array() || layers.empty()) fail("config.layers", "must be a non-empty list of layer arrays");
+  const nlohmann::json& layers = required(config, "layers", "");
+  if (!layers.is_array() || layers.empty()) fail("layers", "must be a non-empty list of layer arrays");
   if (static_cast<int64_t>(layers.size()) > kWaveNetLimits.arrays)
-    fail("config.layers", std::to_string(layers.size()) + " layer arrays; the limit is " + std::to_string(kWaveNetLimits.arrays));
+    fail("layers", std::to_string(layers.size()) + " layer arrays; the limit is " + std::to_string(kWaveNetLimits.arrays));
   for (size_t i = 0; i < layers.size(); ++i) spec.arrays.push_back(array_from(layers[i], "layers[" + std::to_string(i) + "]"));
   if (config.contains("in_channels") && nam_integer(config.at("in_channels"), "in_channels") != 1)
     fail("in_channels", config.at("in_channels").dump() + "; an amp model takes one input channel");
@@ -302,6 +304,8 @@ NamWaveNetSpec nam_wavenet_from_json(const nlohmann::json& config, const std::st
     p.out_channels = positive(h, "out_channels", "head");
     p.kernel_sizes = nam_integers(required(h, "kernel_sizes", "head"), "head.kernel_sizes");
     if (p.kernel_sizes.empty()) fail("head.kernel_sizes", "is empty");
+    if (static_cast<int64_t>(p.kernel_sizes.size()) > kWaveNetLimits.layers_per_array)
+      fail("head.kernel_sizes", std::to_string(p.kernel_sizes.size()) + " stages; the limit is " + std::to_string(kWaveNetLimits.layers_per_array));
     for (int64_t k : p.kernel_sizes)
       if (k < 1 || k > kWaveNetLimits.kernel_size) fail("head.kernel_sizes", std::to_string(k) + " is not within 1 to " + std::to_string(kWaveNetLimits.kernel_size));
     p.activation = activation_from_json(required(h, "activation", "head"), "head.activation");
@@ -312,7 +316,7 @@ NamWaveNetSpec nam_wavenet_from_json(const nlohmann::json& config, const std::st
     for (const NamLayerArraySpec& a : spec.arrays)
       if (!a.slimmable_channels.empty()) fail("head", "a slimmable WaveNet cannot have a head after its layer arrays (the NAM core refuses it)");
   }
-  spec.head_scale = number(required(config, "head_scale", "config"), "config.head_scale");
+  spec.head_scale = number(required(config, "head_scale", ""), "head_scale");
   if (config.contains("condition_dsp") && !config.at("condition_dsp").is_null()) {
     spec.condition_dsp = std::make_shared<NamFileModel>(nam_model_from_json(config.at("condition_dsp"), "condition_dsp"));
   }
@@ -335,9 +339,17 @@ NamWaveNetSpec nam_wavenet_from_json(const nlohmann::json& config, const std::st
                       std::to_string(spec.arrays[i - 1].head_size));
   }
   if (const int64_t rf = nam_receptive_field(spec); rf > kWaveNetLimits.receptive_field)
-    fail("config", "receptive field " + std::to_string(rf) + " samples; the limit is " + std::to_string(kWaveNetLimits.receptive_field));
+    fail("", "receptive field " + std::to_string(rf) + " samples; the limit is " + std::to_string(kWaveNetLimits.receptive_field));
+  // The real-time engine keeps each layer's recent input: channels x (kernel - 1) x dilation floats.
+  int64_t state = 0;
+  for (const NamLayerArraySpec& a : spec.arrays) {
+    for (const NamLayerSpec& l : a.layers) state += a.channels * (l.kernel_size - 1) * l.dilation;
+    state += a.head_in() * (a.head_kernel - 1) * a.head_dilation;
+  }
+  if (state > kNamStateLimit)
+    fail("", "the layers' history would hold " + std::to_string(state) + " values; the limit is " + std::to_string(kNamStateLimit));
   if (const int64_t w = nam_wavenet_weight_count(spec); w > kWaveNetLimits.weights)
-    fail("config", std::to_string(w) + " weights; the limit is " + std::to_string(kWaveNetLimits.weights));
+    fail("", std::to_string(w) + " weights; the limit is " + std::to_string(kWaveNetLimits.weights));
   return spec;
 }
 

@@ -107,6 +107,10 @@ struct NamWaveNetSpec {
   int64_t output_channels() const { return post_head ? post_head->out_channels : arrays.empty() ? 0 : arrays.back().head_size; }
 };
 
+// The most history values (sum of channels x (kernel - 1) x dilation) a file may ask the real-time
+// engine to keep: 2^26 floats, 256 MB (a standard WaveNet keeps 49,104).
+inline constexpr int64_t kNamStateLimit = int64_t{1} << 26;
+
 // The parser checks every key, type and size (kWaveNetLimits) and names what fails, e.g.
 // "layers[1].gating_mode[2]: 'maybe' is not one of none, gated, blended".
 NamWaveNetSpec nam_wavenet_from_json(const nlohmann::json& config, const std::string& version);

@@ -21,7 +21,9 @@ struct History {
   void init(int64_t r, int64_t k, int64_t max_block) {
     rows = r;
     keep = k;
-    capacity = k + std::max<int64_t>(std::max<int64_t>(k, 4 * max_block), 1024);
+    // Room for the block and at least as much again (or 1024 samples): the move is rare, and memory
+    // stays linear in the block size for offline blocks.
+    capacity = k + max_block + std::max<int64_t>(std::max<int64_t>(k, max_block), 1024);
     data.assign(static_cast<size_t>(rows * capacity), 0.0f);
     pos = keep;
   }
