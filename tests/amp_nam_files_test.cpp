@@ -9,9 +9,14 @@
 #include <string>
 #include <vector>
 
+#include <filesystem>
+#include <unistd.h>
+
 #include "data/audio_io.h"
+#include "experiments/amp/amp_model.h"
 #include "experiments/amp/nam_dsp.h"
 #include "experiments/amp/nam_file.h"
+#include "tests/run_process.h"
 
 namespace {
 
@@ -56,6 +61,112 @@ TEST(AmpNamFiles, EveryCoreExampleMatchesTheCoresOutput) {
     EXPECT_LE(offline, 1e-5) << name << " offline";
     std::printf("%-22s relative RMS against the core: %.2e (64-sample buffers), %.2e (4096)\n", name.c_str(), stream, offline);
   }
+}
+
+// Each example (versions 0.5.0, 0.5.4, 0.6.0, 0.7.0) written back and read again is the same model:
+// config, weights, version, metadata and other keys ("notes"); and written again, the same bytes.
+TEST(AmpNamFiles, EveryExampleRoundTripsThroughReadAndWrite) {
+  const std::string path = ::testing::TempDir() + "/wavetrain_roundtrip_" + std::to_string(::getpid()) + ".nam";
+  for (const std::string& name : kModels) {
+    nlohmann::json original;
+    std::ifstream(kDir + "/models/" + name + ".nam") >> original;
+    const NamFileModel first = read_nam_file(kDir + "/models/" + name + ".nam");
+    write_nam_file(path, first);
+    const NamFileModel second = read_nam_file(path);
+    nlohmann::json written;
+    std::ifstream(path) >> written;
+    EXPECT_EQ(written["version"], original["version"]) << name;
+    EXPECT_EQ(written.value("metadata", nlohmann::json()), original.value("metadata", nlohmann::json())) << name;
+    EXPECT_EQ(written.value("notes", nlohmann::json()), original.value("notes", nlohmann::json())) << name;
+    EXPECT_EQ(nam_model_to_json(second), nam_model_to_json(first)) << name;
+    EXPECT_EQ(second.default_model().weights, first.default_model().weights) << name;
+    // The same output as the original file.
+    const std::vector<float> input = read_mono(kDir + "/input.wav");
+    const std::vector<float> a = play(first, std::vector<float>(input.begin(), input.begin() + 4800), 64);
+    const std::vector<float> b = play(second, std::vector<float>(input.begin(), input.begin() + 4800), 64);
+    EXPECT_EQ(a, b) << name;
+  }
+  std::filesystem::remove(path);
+}
+
+// What the core refuses is refused, naming the file, the key and what is supported.
+TEST(AmpNamFiles, WhatTheCoreRefusesIsRefusedWithTheKey) {
+  nlohmann::json base;
+  std::ifstream(kDir + "/models/wavenet_a2_max.nam") >> base;
+  const std::string path = ::testing::TempDir() + "/wavetrain_refused_" + std::to_string(::getpid()) + ".nam";
+  auto refused = [&](const nlohmann::json& j, const std::string& expected) {
+    std::ofstream(path) << j.dump();
+    try {
+      read_nam_file(path);
+      ADD_FAILURE() << "accepted, expected: " << expected;
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()), path + ": " + expected);
+    }
+  };
+  auto with = [&](const std::string& key, const nlohmann::json& value) {
+    nlohmann::json j = base;
+    j["config"]["layers"][0][key] = value;
+    return j;
+  };
+  nlohmann::json j = base;
+  j["version"] = "0.8.0";
+  refused(j, "version: 0.8.0 is not supported; the NAM plugin's core reads 0.5.x, 0.6.x and 0.7.x");
+  j["version"] = "0.4.1";
+  refused(j, "version: 0.4.1 is not supported; the NAM plugin's core reads 0.5.x, 0.6.x and 0.7.x");
+  refused(with("activation", "Swish"),
+          "config: layers[0].activation: activation 'Swish' is not supported; supported: Tanh, Fasttanh, Hardtanh, LeakyHardtanh, ReLU, "
+          "LeakyReLU, PReLU, Sigmoid, SiLU, Hardswish, Softsign");
+  refused(with("gating_mode", "maybe"), "config: layers[0].gating_mode: 'maybe' is not one of none, gated, blended");
+  refused(with("kernel_sizes", {3, 3}), "config: layers[0]: give kernel_size or kernel_sizes, not both");
+  refused(with("conv_pre_film", nullptr), "config: layers[0].conv_pre_film: must be false or an object {active, shift, groups}, found null");
+  refused(with("layer1x1", {{"active", false}, {"groups", 1}}), "config: layers[0]: layer1x1_post_film is active without layer1x1");
+  refused(with("groups_input", 3), "config: layers[0].groups_input: 3 groups do not divide 4 inputs and 4 outputs");
+  refused(with("slimmable", {{"method", "slice_channels_random"}}),
+          "config: layers[0].slimmable.method: \"slice_channels_random\" is not supported; supported: slice_channels_uniform");
+  j = base;
+  j["weights"].erase(j["weights"].begin());
+  refused(j, "weights: 817 weights, its config has 818");
+  j = base;
+  j["config"]["condition_dsp"]["version"] = "1.0.0";
+  refused(j, "config: condition_dsp.version: 1.0.0 is not supported; the NAM plugin's core reads 0.5.x, 0.6.x and 0.7.x");
+  j = base;
+  j["architecture"] = "Transformer";
+  refused(j, "architecture: 'Transformer' is not supported; supported: WaveNet, LSTM, SlimmableContainer");
+  nlohmann::json container;
+  std::ifstream(kDir + "/models/slimmable_container.nam") >> container;
+  container["config"]["submodels"][2]["max_value"] = 0.5;
+  refused(container, "config: submodels[2].max_value: must be larger than the one before it");
+  std::filesystem::remove(path);
+}
+
+// import nam -> export nam -> import nam from the command line: every example comes back as the
+// same model, its version and metadata kept; a refused file exits 1 and writes nothing.
+TEST(AmpNamFiles, ImportAndExportKeepEveryExample) {
+  const std::string dir = ::testing::TempDir() + "/wavetrain_nam_cli_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto run = [&](const std::string& args) { return wavetrain::testing::run_shell("cd '" + dir + "' && '" WAVETRAIN_BINARY "' " + args); };
+  for (const std::string& name : kModels) {
+    const std::string model = kDir + "/models/" + name + ".nam";
+    const auto imported = run("import nam " + model + " -o " + name + ".ckpt");
+    ASSERT_EQ(imported.exit_code, 0) << name << imported.err;
+    const auto exported = run("export nam " + name + ".ckpt -o " + name + ".nam");
+    ASSERT_EQ(exported.exit_code, 0) << name << exported.err;
+    const NamFileModel a = read_nam_file(model), b = read_nam_file(dir + "/" + name + ".nam");
+    EXPECT_EQ(b.version, a.version) << name;
+    EXPECT_EQ(b.metadata, a.metadata) << name;
+    EXPECT_EQ(b.default_model().weights, a.default_model().weights) << name;
+    EXPECT_EQ(nam_model_to_json(b)["config"], nam_model_to_json(a)["config"]) << name;
+  }
+  std::ofstream(dir + "/bad.nam") << R"({"version": "0.9.0", "architecture": "LSTM", "config": {}, "weights": []})";
+  const auto bad = run("import nam bad.nam -o bad.ckpt");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("bad.nam: version: 0.9.0 is not supported; the NAM plugin's core reads 0.5.x, 0.6.x and 0.7.x"), std::string::npos) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/bad.ckpt"));
+  const auto bad_infer = run("infer bad.nam " + kDir + "/input.wav -o out.wav");
+  EXPECT_EQ(bad_infer.exit_code, 1);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/out.wav"));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -54,6 +55,11 @@ NamFileModel AmpModel::to_nam() const {
     if (wavenet) {
       f.wavenet = nam_of(wavenet->config());
       f.weights = wavenet->export_weights();
+      // The config's head_scale as NAM's trainer writes it: the float32 weight's shortest decimal
+      // (0.02, not 0.019999999552965164); the plugin reads the weight.
+      char text[32];
+      const auto end = std::to_chars(text, text + sizeof(text), f.weights.back()).ptr;
+      f.wavenet.head_scale = std::stod(std::string(text, end));
     } else {
       f.lstm = lstm->config();
       f.weights = lstm->export_weights();
@@ -62,7 +68,7 @@ NamFileModel AmpModel::to_nam() const {
   }
   f.version = nam_version.empty() ? nam_min_version(f) : nam_version;
   f.sample_rate = sample_rate;
-  f.metadata = metadata;
+  f.metadata = metadata;  // null: an imported file without metadata stays without
   return f;
 }
 
@@ -83,8 +89,9 @@ AmpModel make_amp_model(const std::string& architecture, const std::string& pres
 
 void write_nam(const std::string& path, const AmpModel& m) {
   NamFileModel f = m.to_nam();
-  if (!f.metadata.is_object()) f.metadata = nlohmann::json::object();
-  if (!f.metadata.contains("date")) {
+  // A model made here gets the date it is written; an imported file's metadata stays as it was.
+  if (m.nam_version.empty() && !f.metadata.is_object()) f.metadata = nlohmann::json::object();
+  if (m.nam_version.empty() && !f.metadata.contains("date")) {
     const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
     std::tm tm{};
     localtime_r(&now, &tm);
@@ -99,7 +106,7 @@ AmpModel amp_model_of(const NamFileModel& f) {
   m.architecture = f.architecture;
   m.nam_version = f.version;
   m.nam_extra = f.extra;
-  m.metadata = f.metadata.is_object() ? f.metadata : nlohmann::json::object();
+  m.metadata = f.metadata;
   m.sample_rate = f.default_model().sample_rate.value_or(f.sample_rate.value_or(48000.0));
   if (f.architecture == "WaveNet") {
     if (const std::optional<WaveNetConfig> classic = classic_of(f.wavenet)) {

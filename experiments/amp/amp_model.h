@@ -33,7 +33,7 @@ struct AmpModel {
   // A model the trainer does not build (nam_wavenet.h's classic_of() says why): its file as read.
   std::shared_ptr<const NamFileModel> file;
   double sample_rate = 48000;
-  nlohmann::json metadata = nlohmann::json::object();
+  nlohmann::json metadata = nlohmann::json::object();  // null for an imported file that has none
   // The version a .nam file was read with; written back unchanged. Empty for a model trained here,
   // which is written as the oldest version that holds it (nam_min_version).
   std::string nam_version;
