@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -166,6 +167,114 @@ TEST(AmpNamFiles, ImportAndExportKeepEveryExample) {
   const auto bad_infer = run("infer bad.nam " + kDir + "/input.wav -o out.wav");
   EXPECT_EQ(bad_infer.exit_code, 1);
   EXPECT_FALSE(std::filesystem::exists(dir + "/out.wav"));
+  std::filesystem::remove_all(dir);
+}
+
+// Models no example has, generated with every activation, gating mode and structural option the
+// core implements, against an independent float64 reading of the format
+// (tests/python/nam_core_reference.py): the engine in buffers of 1, 64 and 777 samples.
+nlohmann::json with_weights(nlohmann::json model, uint32_t seed) {
+  const int64_t count = nam_wavenet_weight_count(nam_wavenet_from_json(model["config"], model["version"]));
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+  std::vector<float> w(static_cast<size_t>(count));
+  for (float& x : w) x = u(g);
+  w.back() = 0.7f;  // head_scale
+  model["weights"] = w;
+  return model;
+}
+
+nlohmann::json generated_models_layer(int64_t channels, int64_t bottleneck, const nlohmann::json& extra) {
+  nlohmann::json a = {{"input_size", 1}, {"condition_size", 1}, {"channels", channels}, {"bottleneck", bottleneck}};
+  for (const auto& [k, v] : extra.items()) a[k] = v;
+  return a;
+}
+
+TEST(AmpNamFiles, GeneratedModelsWithEveryOptionMatchAnIndependentReference) {
+  WAVETRAIN_REQUIRE_CLIENT(wavetrain::testing::client_importable("soundfile"), "soundfile is not in " WAVETRAIN_CLIENT_PYTHON);
+  const std::string dir = ::testing::TempDir() + "/wavetrain_generated_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  // 1. Every activation in every gating mode: one layer each (33 layers), secondaries varied.
+  const std::vector<nlohmann::json> activations = {
+      "Tanh", "Fasttanh", "Hardtanh", "ReLU", "Sigmoid", "SiLU", "Hardswish", "Softsign",
+      {{"type", "LeakyReLU"}, {"negative_slope", 0.05}},
+      {{"type", "PReLU"}, {"negative_slopes", {0.1, 0.2, 0.3}}},
+      {{"type", "LeakyHardtanh"}, {"min_val", -0.5}, {"max_val", 0.7}, {"min_slope", 0.05}, {"max_slope", 0.1}}};
+  const std::vector<nlohmann::json> secondaries = {"Sigmoid", "Hardswish", "SiLU", {{"type", "LeakyHardtanh"}, {"min_val", 0.0}, {"max_val", 1.0}}};
+  nlohmann::json acts = nlohmann::json::array(), gating = nlohmann::json::array(), second = nlohmann::json::array(), kernels = nlohmann::json::array(),
+                 dilations = nlohmann::json::array();
+  int i = 0;
+  for (const char* mode : {"none", "gated", "blended"})
+    for (const nlohmann::json& a : activations) {
+      acts.push_back(a);
+      gating.push_back(mode);
+      second.push_back(std::string(mode) == "none" ? nlohmann::json(nullptr) : secondaries[static_cast<size_t>(i) % secondaries.size()]);
+      kernels.push_back(2 + i % 3);
+      dilations.push_back(1 + i % 5);
+      ++i;
+    }
+  nlohmann::json every_activation = {
+      {"version", "0.7.0"},
+      {"architecture", "WaveNet"},
+      {"sample_rate", 48000},
+      {"config",
+       {{"layers",
+         {generated_models_layer(3, 3, {{"kernel_sizes", kernels}, {"dilations", dilations}, {"activation", acts}, {"gating_mode", gating},
+                                        {"secondary_activation", second}, {"head", {{"out_channels", 1}, {"kernel_size", 1}, {"bias", true}}}})}},
+        {"head", nullptr},
+        {"head_scale", 0.7}}}};
+  // 2. Every structural option: bottleneck, groups, head1x1, layer1x1 groups, all eight FiLMs (with
+  //    and without shift, grouped), head kernels with dilation, two arrays, a 2-channel
+  //    condition_dsp and a head after the arrays.
+  nlohmann::json films;
+  int f = 0;
+  for (const char* key : {"conv_pre_film", "conv_post_film", "input_mixin_pre_film", "input_mixin_post_film", "activation_pre_film",
+                          "activation_post_film", "layer1x1_post_film", "head1x1_post_film"})
+    films[key] = {{"active", true}, {"shift", f % 2 == 0}, {"groups", f % 3 == 0 ? 2 : 1}}, ++f;
+  nlohmann::json first = generated_models_layer(
+      4, 2,
+      {{"condition_size", 2}, {"kernel_sizes", {3, 2, 4}}, {"dilations", {1, 3, 2}}, {"activation", "Tanh"},
+       {"gating_mode", {"none", "gated", "blended"}}, {"groups_input", 2}, {"groups_input_mixin", 2},
+       {"head1x1", {{"active", true}, {"out_channels", 4}, {"groups", 2}}}, {"layer1x1", {{"active", true}, {"groups", 2}}},
+       {"head", {{"out_channels", 4}, {"kernel_size", 3}, {"bias", true}, {"head_dilation", 2}}}});
+  for (const auto& [k, v] : films.items()) first[k] = v;
+  nlohmann::json second_array = generated_models_layer(
+      4, 4, {{"input_size", 4}, {"condition_size", 2}, {"kernel_size", 2}, {"dilations", {1, 2, 4}}, {"activation", "ReLU"}, {"gated", true},
+             {"head", {{"out_channels", 2}, {"kernel_size", 2}, {"bias", false}}}});
+  nlohmann::json condition = {
+      {"version", "0.6.0"},
+      {"architecture", "WaveNet"},
+      {"sample_rate", 48000},
+      {"config",
+       {{"layers",
+         {{{"input_size", 1}, {"condition_size", 1}, {"channels", 3}, {"kernel_size", 2}, {"dilations", {1, 2}}, {"activation", "Softsign"},
+           {"gated", false}, {"head_size", 2}, {"head_bias", true}}}},
+        {"head", nullptr},
+        {"head_scale", 1.0}}}};
+  nlohmann::json every_option = {
+      {"version", "0.7.0"},
+      {"architecture", "WaveNet"},
+      {"sample_rate", 48000},
+      {"config",
+       {{"layers", {first, second_array}},
+        {"condition_dsp", with_weights(condition, 11)},
+        {"head", {{"channels", 3}, {"out_channels", 1}, {"kernel_sizes", {2, 3}}, {"activation", "LeakyReLU"}}},
+        {"head_scale", 0.7}}}};
+  const std::vector<float> input = read_mono(kDir + "/input.wav");
+  uint32_t seed = 20;
+  for (const auto& [name, model] : std::vector<std::pair<std::string, nlohmann::json>>{{"every_activation", every_activation}, {"every_option", every_option}}) {
+    const std::string path = dir + "/" + name + ".nam";
+    std::ofstream(path) << with_weights(model, seed++).dump();
+    const auto r = wavetrain::testing::client_run("nam_core_reference.py " + path + " " + kDir + "/input.wav " + dir + "/" + name + ".wav");
+    ASSERT_EQ(r.exit_code, 0) << name << r.err;
+    const std::vector<float> reference = read_mono(dir + "/" + name + ".wav");
+    const NamFileModel m = read_nam_file(path);
+    double rms = 0;
+    for (float v : reference) rms += static_cast<double>(v) * v;
+    EXPECT_GT(std::sqrt(rms / static_cast<double>(reference.size())), 1e-3) << name;  // the models do something
+    for (int64_t buffer : {1, 64, 777}) EXPECT_LE(relative_rms(play(m, input, buffer), reference), 1e-5) << name << " buffer " << buffer;
+  }
   std::filesystem::remove_all(dir);
 }
 

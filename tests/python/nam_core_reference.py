@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Test-only reference: reads a .nam model file and computes its output the way the NAM plugin's C++
 # core (NeuralAmpModelerCore, as of mid-2026: .nam format 0.5 to 0.7) does, in float64 with torch.
-# Written from our own reading of the format's semantics (spec: /work/scratch-spec/nam_spec.md); it
+# Written from our own reading of the format's semantics (summarised in docs/nam-format.md); it
 # shares no code with the core or with wavetrain.
 #
 # usage:
