@@ -1,10 +1,8 @@
 // Real-time factors of wavetrain's .nam engine (experiments/amp/nam_dsp.h) as the NAM plugin runs a
 // model: 64-sample buffers, one thread, 48 kHz, after a reset. For NAM's presets (random weights:
-// the work does not depend on them) and for any .nam files named on the command line. The classic
-// WaveNets are also timed through the older [time][channels] stream kernels (wavenet_stream.h).
+// the work does not depend on them) and for any .nam files named on the command line.
 //
-// usage: wavetrain_bench_nam [SECONDS] [MODEL.nam ...]   prints one line per model:
-//        NAME  RTF  (RTF of the older kernels, or -)
+// usage: wavetrain_bench_nam [SECONDS] [MODEL.nam ...]   prints one line per model: NAME RTF
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,7 +14,6 @@
 #include "bench/timing.h"
 #include "experiments/amp/nam_dsp.h"
 #include "experiments/amp/nam_file.h"
-#include "experiments/amp/wavenet_stream.h"
 
 namespace amp = wavetrain::experiments::amp;
 
@@ -57,18 +54,7 @@ double real_time_factor(const std::vector<float>& x, Process process) {
 void report(const std::string& name, const amp::NamFileModel& model, const std::vector<float>& x) {
   amp::NamDsp dsp(model, kBuffer);
   const double rtf = real_time_factor(x, [&](const float* in, float* out, int64_t n) { dsp.process(in, out, n); });
-  std::string older = "-";
-  const amp::NamFileModel& m = model.default_model();
-  if (m.architecture == "WaveNet")
-    if (const auto classic = amp::classic_of(m.wavenet); classic && amp::WaveNetStream::can_stream(*classic)) {
-      amp::WaveNet net(*classic);
-      net->import_weights(m.weights);
-      amp::WaveNetStream stream(*net, kBuffer);
-      char text[32];
-      std::snprintf(text, sizeof(text), "%.1f", real_time_factor(x, [&](const float* in, float* out, int64_t n) { stream.process(in, out, n); }));
-      older = text;
-    }
-  std::printf("%-14s %8.1f %8s\n", name.c_str(), rtf, older.c_str());
+  std::printf("%-20s %8.1f\n", name.c_str(), rtf);
   std::fflush(stdout);
 }
 

@@ -14,7 +14,7 @@
 
 #include "experiments/amp/amp_model.h"
 #include "experiments/amp/wavenet_cpu.h"
-#include "experiments/amp/wavenet_stream.h"
+#include "experiments/amp/dsp_kernels.h"
 
 namespace wavetrain::experiments::amp {
 namespace {
@@ -66,11 +66,7 @@ TEST(AmpModels, PresetSizesAndReceptiveFields) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("dilation 0"), std::string::npos) << e.what();
   }
-  // Stream mode takes mono-in, mono-out models only; the CPU path refuses what it does not support.
-  EXPECT_TRUE(WaveNetStream::can_stream(wavenet_preset("standard")));
-  WaveNetConfig stereo_out = wavenet_preset("nano");
-  stereo_out.layers.back().head_size = 2;
-  EXPECT_FALSE(WaveNetStream::can_stream(stereo_out));
+  // The CPU path refuses what it does not support.
   WaveNetConfig gated = wavenet_preset("nano");
   gated.layers[0].gated = true;
   EXPECT_THROW(wavenet_cpu_forward(*WaveNet(gated), at::zeros({1, 1, 5000})), std::invalid_argument);
@@ -390,9 +386,9 @@ TEST(AmpModels, CpuKernelsMatchLibTorchForwardAndGradients) {
   expect_cpu_kernels_match_libtorch(WaveNet(one), "one array, two outputs");
 }
 
-// Every preset streams through its own kernels (16/8, 12/6, 8/4 and 4/2 channels: the vector
-// kernels, and the plain loop for 2 and 6), in both compiled variants (AVX2 + FMA where the CPU has
-// them, and the baseline); buffers of 37 leave a remainder after the kernels' time tiles.
+// Every preset streams (the real-time engine) as LibTorch computes it in exact mode, in both compiled
+// variants (AVX2 + FMA where the CPU has them, and the baseline); buffers of 37 leave a remainder
+// after the kernels' time tiles.
 TEST(AmpModels, StreamingEqualsExactForEveryPreset) {
   const at::Tensor x = test_signal(9000);
   for (const std::string& preset : wavenet_preset_names()) {
@@ -406,9 +402,12 @@ TEST(AmpModels, StreamingEqualsExactForEveryPreset) {
       const at::Tensor y = process(m, x, st);
       EXPECT_LE((y - exact).abs().max().item<double>(), 1e-5 * exact.abs().max().item<double>()) << preset << " " << buffer;
     }
-    WaveNetStream baseline(*m.wavenet, 64, /*baseline_isa=*/true);
-    at::Tensor y = at::empty_like(x);
-    baseline.process(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+    dsp::force_baseline(true);
+    ProcessOptions st;
+    st.mode = "stream";
+    st.chunk = 64;
+    const at::Tensor y = process(m, x, st);
+    dsp::force_baseline(false);
     EXPECT_LE((y - exact).abs().max().item<double>(), 1e-5 * exact.abs().max().item<double>()) << preset << " baseline";
   }
 }

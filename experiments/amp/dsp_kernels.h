@@ -3,8 +3,8 @@
 //
 // Signals are channel-major: a signal of C channels over a block of n samples is C rows of n
 // contiguous floats. That makes every convolution a small matrix product whose inner loop runs
-// over time, so any channel count vectorises (the [time][channels] layout of wavenet_stream.cpp
-// vectorises only the channel counts it has a register-blocked kernel for).
+// over time, so any channel count vectorises (a [time][channels] layout vectorises only the channel
+// counts that fill vector registers: NAM's presets have 2 and 6).
 #pragma once
 
 #include <cstdint>

@@ -2,6 +2,7 @@
 #include "experiments/amp/lstm_dsp.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -15,75 +16,141 @@ namespace {
 using kernels::load;
 using kernels::store;
 using kernels::Vec8;
+typedef int32_t Vec8i __attribute__((vector_size(32)));
 
-// gates[0 .. 8V) = bias + sum over j < inputs of w[j] x[j] (+ the H state columns after them), with
-// the V accumulators in registers.
-template <int V>
-__attribute__((always_inline)) inline void gates_blocked(const float* w, const float* bias, const float* x, int64_t inputs, const float* h,
-                                                         int64_t hidden, float* gates) {
-  constexpr int64_t G = 8 * V;
-  Vec8 acc[V];
-  for (int v = 0; v < V; ++v) acc[v] = load<Vec8>(bias + 8 * v);
+// exp(x) for x <= 0 on 8 lanes: x = k ln 2 + r, |r| <= ln 2 / 2, exp(r) = 1 + r + r^2 P(r) with
+// P of degree 5 (Cephes' expf coefficients, relative error about 1e-7), evaluated in two halves
+// at once (Estrin) because the recurrence waits on this latency; 2^k made in the exponent bits.
+__attribute__((always_inline)) inline Vec8 exp_nonpositive(Vec8 x) {
+  const Vec8 lowest = Vec8{} - 87.0f;
+  const Vec8 xc = x < lowest ? lowest : x;
+  const float shift = 12582912.0f + 127.0f;  // 1.5 * 2^23 + the exponent bias: rounds k into the low bits
+  const Vec8 biased = xc * 1.44269504088896341f + shift;
+  const Vec8 k = biased - shift;
+  const Vec8 r = (xc - k * 0.693145751953125f) - k * 1.42860682030941723212e-6f;
+  const Vec8 r2 = r * r;
+  const Vec8 low = (r * 4.1665795894e-2f + 1.6666665459e-1f) * r + 5.0000001201e-1f;
+  const Vec8 high = (r * 1.9875691500e-4f + 1.3981999507e-3f) * r + 8.3334519073e-3f;
+  const Vec8 p = (high * (r2 * r) + low) * r2 + r + 1.0f;
+  Vec8i bits;
+  std::memcpy(&bits, &biased, sizeof bits);
+  bits <<= 23;
+  Vec8 scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return x < lowest ? Vec8{} : p * scale;
+}
+
+// tanh(x) = x P(x^2) / Q(x^2) on |x| <= 7.9053111 (beyond it tanh is 1 to float precision):
+// Eigen's rational approximation for float (error a few ulp), with P and Q evaluated side by side
+// (Estrin) because the recurrence waits on this latency. sigmoid(x) = (1 + tanh(x / 2)) / 2.
+// Each is returned as a fraction n / d, so the cell divides twice per 8 units, not five times.
+struct Fraction {
+  Vec8 n, d;
+};
+__attribute__((always_inline)) inline Fraction tanh_fraction(Vec8 x) {
+  const float limit = 7.90531110763549805f;
+  x = x > limit ? Vec8{} + limit : (x < -limit ? Vec8{} - limit : x);
+  const Vec8 x2 = x * x, x4 = x2 * x2, x8 = x4 * x4;
+  const Vec8 p_low = (x2 * 6.37261928875436e-04f + 4.89352455891786e-03f) + x4 * (x2 * 5.12229709037114e-08f + 1.48572235717979e-05f);
+  const Vec8 p_high = (x2 * 2.00018790482477e-13f - 8.60467152213735e-11f) + x4 * -2.76076847742355e-16f;
+  const Vec8 q = (x2 * 2.26843463243900e-03f + 4.89352518554385e-03f) + x4 * (x2 * 1.19825839466702e-06f + 1.18534705686654e-04f);
+  return {x * (p_low + x8 * p_high), q};
+}
+__attribute__((always_inline)) inline Fraction sigmoid(Vec8 x) {
+  const Fraction t = tanh_fraction(0.5f * x);
+  return {t.d + t.n, 2.0f * t.d};
+}
+
+// Units [8u, 8u + 8) of one step, from their four gate vectors:
+//   c = sigmoid(f) c + sigmoid(i) tanh(g) = (nf c di dg + ni ng df) / (df di dg)
+// (every d is between 4.9e-3 and 2: the products stay well inside float's range)
+//   h = sigmoid(o) tanh(c)
+__attribute__((always_inline)) inline void units(Vec8 gi, Vec8 gf, Vec8 gg, Vec8 go, float* c, float* h) {
+  const Fraction i = sigmoid(gi), f = sigmoid(gf), g = tanh_fraction(gg), o = sigmoid(go);
+  const Vec8 cv = load<Vec8>(c);
+  const Vec8 cn = (f.n * cv * i.d * g.d + i.n * g.n * f.d) / (f.d * i.d * g.d);
+  const Fraction t = tanh_fraction(cn);
+  store(c, cn);
+  store(h, (o.n * t.n) / (o.d * t.d));
+}
+
+// One layer's step with U chunks of 8 units: the 4U gate vectors (i, f, g, o groups of U) stay in
+// registers through the matrix-vector product and the cell update.
+template <int U>
+__attribute__((always_inline)) inline void cell_blocked(const float* w, const float* bias, const float* x, int64_t inputs, float* h, float* c,
+                                                        int64_t hidden) {
+  constexpr int G = 4 * U;
+  Vec8 acc[G];
+  for (int v = 0; v < G; ++v) acc[v] = load<Vec8>(bias + 8 * v);
+  for (int64_t j = 0; j < inputs; ++j, w += 8 * G)
+    for (int v = 0; v < G; ++v) acc[v] += load<Vec8>(w + 8 * v) * x[j];
+  for (int64_t j = 0; j < hidden; ++j, w += 8 * G)
+    for (int v = 0; v < G; ++v) acc[v] += load<Vec8>(w + 8 * v) * h[j];
+  for (int u = 0; u < U; ++u) units(acc[u], acc[U + u], acc[2 * U + u], acc[3 * U + u], c + 8 * u, h + 8 * u);
+}
+
+// Any hidden size: the gates through memory.
+__attribute__((always_inline)) inline void cell_any(const float* w, const float* bias, const float* x, int64_t inputs, float* h, float* c,
+                                                    int64_t hidden, float* gates, int64_t chunks) {
+  const int64_t G = 4 * chunks * 8;
+  std::copy(bias, bias + G, gates);
   for (int64_t j = 0; j < inputs; ++j, w += G)
-    for (int v = 0; v < V; ++v) acc[v] += load<Vec8>(w + 8 * v) * x[j];
+    for (int64_t g = 0; g < G; ++g) gates[g] += w[g] * x[j];
   for (int64_t j = 0; j < hidden; ++j, w += G)
-    for (int v = 0; v < V; ++v) acc[v] += load<Vec8>(w + 8 * v) * h[j];
-  for (int v = 0; v < V; ++v) store(gates + 8 * v, acc[v]);
+    for (int64_t g = 0; g < G; ++g) gates[g] += w[g] * h[j];
+  for (int64_t u = 0; u < chunks; ++u)
+    units(load<Vec8>(gates + 8 * u), load<Vec8>(gates + 8 * (chunks + u)), load<Vec8>(gates + 8 * (2 * chunks + u)),
+          load<Vec8>(gates + 8 * (3 * chunks + u)), c + 8 * u, h + 8 * u);
 }
 
-__attribute__((always_inline)) inline void gates_any(const float* w, const float* bias, const float* x, int64_t inputs, const float* h,
-                                                     int64_t hidden, float* gates, int64_t padded) {
-  std::copy(bias, bias + padded, gates);
-  for (int64_t j = 0; j < inputs; ++j, w += padded)
-    for (int64_t g = 0; g < padded; ++g) gates[g] += w[g] * x[j];
-  for (int64_t j = 0; j < hidden; ++j, w += padded)
-    for (int64_t g = 0; g < padded; ++g) gates[g] += w[g] * h[j];
+// The head: y = bias + head . h over the padded units (the padding's weights are zero).
+__attribute__((always_inline)) inline float head_dot(const float* head, const float* h, int64_t chunks, float bias) {
+  Vec8 acc = Vec8{};
+  for (int64_t u = 0; u < chunks; ++u) acc += load<Vec8>(head + 8 * u) * load<Vec8>(h + 8 * u);
+  float y = bias;
+  for (int l = 0; l < 8; ++l) y += acc[l];
+  return y;
 }
 
-__attribute__((always_inline)) inline float sigmoid(float x) {
-  const float e = losses::detail::exp_nonpositive(x < 0 ? x : -x);
-  const float r = 1.0f / (1.0f + e);
-  return x < 0 ? e * r : r;
-}
+struct Args {
+  const float* const* w;
+  const float* const* bias;
+  const int64_t* inputs;
+  float* const* h;
+  float* const* c;
+  int64_t layers, hidden, chunks;
+  float* gates;
+  const float* head;
+  float head_bias;
+};
 
-// One layer's step: gates, then the cell update of c and h in place.
-__attribute__((always_inline)) inline void cell(const float* w, const float* bias, const float* x, int64_t inputs, float* h, float* c,
-                                                int64_t hidden, float* gates, int64_t padded) {
-  switch (padded / 8) {
-    case 1: gates_blocked<1>(w, bias, x, inputs, h, hidden, gates); break;
-    case 2: gates_blocked<2>(w, bias, x, inputs, h, hidden, gates); break;
-    case 3: gates_blocked<3>(w, bias, x, inputs, h, hidden, gates); break;
-    case 4: gates_blocked<4>(w, bias, x, inputs, h, hidden, gates); break;
-    case 5: gates_blocked<5>(w, bias, x, inputs, h, hidden, gates); break;
-    case 6: gates_blocked<6>(w, bias, x, inputs, h, hidden, gates); break;
-    case 7: gates_blocked<7>(w, bias, x, inputs, h, hidden, gates); break;
-    case 8: gates_blocked<8>(w, bias, x, inputs, h, hidden, gates); break;
-    case 9: gates_blocked<9>(w, bias, x, inputs, h, hidden, gates); break;
-    case 10: gates_blocked<10>(w, bias, x, inputs, h, hidden, gates); break;
-    case 11: gates_blocked<11>(w, bias, x, inputs, h, hidden, gates); break;
-    case 12: gates_blocked<12>(w, bias, x, inputs, h, hidden, gates); break;
-    default: gates_any(w, bias, x, inputs, h, hidden, gates, padded);
-  }
-  const int64_t H = hidden;
-  float* gi = gates;
-  float* gf = gates + H;
-  float* gg = gates + 2 * H;
-  float* go = gates + 3 * H;
-  for (int64_t k = 0; k < H; ++k) {
-    c[k] = sigmoid(gf[k]) * c[k] + sigmoid(gi[k]) * kernels::fast_tanh(gg[k]);
-    h[k] = sigmoid(go[k]) * kernels::fast_tanh(c[k]);
+// The whole buffer, sample by sample, with U chunks of 8 units known at compile time (0: any):
+// the loop over time is inside, so nothing is called per sample.
+template <int U>
+__attribute__((always_inline)) inline void run(const Args& a, const float* in, float* out, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) {
+    const float* input = in + t;
+    for (int64_t l = 0; l < a.layers; ++l) {
+      if constexpr (U > 0) cell_blocked<U>(a.w[l], a.bias[l], input, a.inputs[l], a.h[l], a.c[l], a.hidden);
+      else cell_any(a.w[l], a.bias[l], input, a.inputs[l], a.h[l], a.c[l], a.hidden, a.gates, a.chunks);
+      input = a.h[l];
+    }
+    out[t] = head_dot(a.head, input, a.chunks, a.head_bias);
   }
 }
 
-void cell_baseline(const float* w, const float* bias, const float* x, int64_t inputs, float* h, float* c, int64_t hidden, float* gates,
-                   int64_t padded) {
-  cell(w, bias, x, inputs, h, c, hidden, gates, padded);
+__attribute__((always_inline)) inline void run_any(const Args& a, const float* in, float* out, int64_t n) {
+  switch (a.chunks) {
+    case 1: return run<1>(a, in, out, n);
+    case 2: return run<2>(a, in, out, n);
+    case 3: return run<3>(a, in, out, n);
+    default: return run<0>(a, in, out, n);
+  }
 }
+
+void run_baseline(const Args& a, const float* in, float* out, int64_t n) { run_any(a, in, out, n); }
 #if WAVETRAIN_AMP_AVX2
-__attribute__((target("avx2,fma"))) void cell_avx2(const float* w, const float* bias, const float* x, int64_t inputs, float* h, float* c,
-                                                   int64_t hidden, float* gates, int64_t padded) {
-  cell(w, bias, x, inputs, h, c, hidden, gates, padded);
-}
+__attribute__((target("avx2,fma"))) void run_avx2(const Args& a, const float* in, float* out, int64_t n) { run_any(a, in, out, n); }
 #endif
 
 }  // namespace
@@ -94,59 +161,66 @@ LstmDsp::LstmDsp(const LstmConfig& config, const std::vector<float>& weights, in
   if (static_cast<int64_t>(weights.size()) != lstm_weight_count(config))
     throw std::invalid_argument("LSTM: " + std::to_string(weights.size()) + " weights given, this architecture has " +
                                 std::to_string(lstm_weight_count(config)));
-  gates_padded_ = (4 * H + 7) / 8 * 8;
+  // Each gate group (i, f, g, o) padded to a multiple of 8 units: group q is rows [q Hp, q Hp + H).
+  chunks_ = (H + 7) / 8;
+  const int64_t Hp = 8 * chunks_, G = 4 * Hp;
   size_t at = 0;
+  auto next = [&] { return weights[at++]; };
   for (int64_t l = 0; l < config.num_layers; ++l) {
     Layer layer;
     layer.inputs = l == 0 ? config.input_size : H;
     const int64_t cols = layer.inputs + H;
     // The file holds [4H][inputs + H] row-major; keep it as columns of padded gates.
-    layer.w.assign(static_cast<size_t>(cols * gates_padded_), 0.0f);
-    for (int64_t g = 0; g < 4 * H; ++g)
-      for (int64_t j = 0; j < cols; ++j) layer.w[static_cast<size_t>(j * gates_padded_ + g)] = weights[at + static_cast<size_t>(g * cols + j)];
-    at += static_cast<size_t>(4 * H * cols);
-    layer.bias.assign(static_cast<size_t>(gates_padded_), 0.0f);
-    std::copy_n(weights.begin() + static_cast<std::ptrdiff_t>(at), 4 * H, layer.bias.begin());
-    at += static_cast<size_t>(4 * H);
-    layer.h0.assign(weights.begin() + static_cast<std::ptrdiff_t>(at), weights.begin() + static_cast<std::ptrdiff_t>(at + H));
-    at += static_cast<size_t>(H);
-    layer.c0.assign(weights.begin() + static_cast<std::ptrdiff_t>(at), weights.begin() + static_cast<std::ptrdiff_t>(at + H));
-    at += static_cast<size_t>(H);
+    layer.w.assign(static_cast<size_t>(cols * G), 0.0f);
+    for (int64_t q = 0; q < 4; ++q)
+      for (int64_t k = 0; k < H; ++k)
+        for (int64_t j = 0; j < cols; ++j) layer.w[static_cast<size_t>(j * G + q * Hp + k)] = next();
+    layer.bias.assign(static_cast<size_t>(G), 0.0f);
+    for (int64_t q = 0; q < 4; ++q)
+      for (int64_t k = 0; k < H; ++k) layer.bias[static_cast<size_t>(q * Hp + k)] = next();
+    layer.h0.assign(static_cast<size_t>(Hp), 0.0f);
+    layer.c0.assign(static_cast<size_t>(Hp), 0.0f);
+    for (int64_t k = 0; k < H; ++k) layer.h0[static_cast<size_t>(k)] = next();
+    for (int64_t k = 0; k < H; ++k) layer.c0[static_cast<size_t>(k)] = next();
     layers_.push_back(std::move(layer));
   }
-  head_.assign(weights.begin() + static_cast<std::ptrdiff_t>(at), weights.begin() + static_cast<std::ptrdiff_t>(at + H));
-  head_bias_ = weights[at + static_cast<size_t>(H)];
-  gates_.assign(static_cast<size_t>(gates_padded_), 0.0f);
+  head_.assign(static_cast<size_t>(Hp), 0.0f);
+  for (int64_t k = 0; k < H; ++k) head_[static_cast<size_t>(k)] = next();
+  head_bias_ = next();
+  gates_.assign(static_cast<size_t>(G), 0.0f);
+  for (Layer& l : layers_) {
+    w_.push_back(l.w.data());
+    b_.push_back(l.bias.data());
+    inputs_.push_back(l.inputs);
+  }
   avx2_ = dsp::using_avx2();
   reset();
 }
 
 void LstmDsp::reset() {
+  h_.clear();
+  c_.clear();
   for (Layer& l : layers_) {
     l.h = l.h0;
     l.c = l.c0;
+    h_.push_back(l.h.data());
+    c_.push_back(l.c.data());
   }
-  for (int64_t i = 0; i < prewarm_; ++i) step(0.0f);
-}
-
-float LstmDsp::step(float x) {
-  const float* input = &x;
-  for (Layer& l : layers_) {
-#if WAVETRAIN_AMP_AVX2
-    if (avx2_)
-      cell_avx2(l.w.data(), l.bias.data(), input, l.inputs, l.h.data(), l.c.data(), hidden_, gates_.data(), gates_padded_);
-    else
-#endif
-      cell_baseline(l.w.data(), l.bias.data(), input, l.inputs, l.h.data(), l.c.data(), hidden_, gates_.data(), gates_padded_);
-    input = l.h.data();
+  std::vector<float> zeros(static_cast<size_t>(std::min<int64_t>(prewarm_, 4096)), 0.0f), ignored(zeros.size());
+  for (int64_t left = prewarm_; left > 0;) {
+    const int64_t n = std::min<int64_t>(left, static_cast<int64_t>(zeros.size()));
+    process(zeros.data(), ignored.data(), n);
+    left -= n;
   }
-  float y = head_bias_;
-  for (int64_t k = 0; k < hidden_; ++k) y += head_[static_cast<size_t>(k)] * input[k];
-  return y;
 }
 
 void LstmDsp::process(const float* in, float* out, int64_t n) {
-  for (int64_t t = 0; t < n; ++t) out[t] = step(in[t]);
+  const Args a{w_.data(), b_.data(), inputs_.data(), h_.data(), c_.data(), static_cast<int64_t>(layers_.size()), hidden_, chunks_,
+               gates_.data(), head_.data(), head_bias_};
+#if WAVETRAIN_AMP_AVX2
+  if (avx2_) return run_avx2(a, in, out, n);
+#endif
+  run_baseline(a, in, out, n);
 }
 
 }  // namespace wavetrain::experiments::amp

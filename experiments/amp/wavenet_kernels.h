@@ -1,5 +1,5 @@
-// Internal to experiments/amp/: what the WaveNet's hand-written CPU loops share (the streaming
-// kernels in wavenet_stream.cpp and the training kernels in wavenet_cpu.cpp): fixed-width float
+// Internal to experiments/amp/: what the hand-written CPU loops share (the real-time engines in
+// dsp_kernels.cpp and lstm_dsp.cpp, the training kernels in wavenet_cpu_kernels.cpp): fixed-width float
 // vectors, unaligned loads and stores, and a branch-free tanh.
 #pragma once
 
