@@ -45,13 +45,15 @@ amp::AmpModel load_model(const std::string& path) {
     }
   }
   if (cfg.has("nam.extra")) m.nam_extra = nlohmann::json::parse(cfg.get_string("nam.extra"));
+  if (cfg.has("nam.config") && m.wavenet) m.nam_config = nlohmann::json::parse(cfg.get_string("nam.config"));
+  if (cfg.has("nam.sample_rate_in_file")) m.sample_rate_in_file = cfg.get_bool("nam.sample_rate_in_file");
   for (const auto& [name, value] : s.metrics)
     if (name == "val/esr") m.metadata["training"]["validation_esr"] = value;
   return m;
 }
 
 std::string preset_of(const amp::AmpModel& m) {
-  if (!m.trainable()) return "";
+  if (!m.trainable() || m.general) return "";
   if (m.wavenet) {
     // head_scale comes back from the file's float32 weights: compare it to float precision.
     const amp::WaveNetConfig& c = m.wavenet->config();
@@ -146,15 +148,20 @@ void add_amp_commands(CLI::App& app) {
     // The recorded config says how to rebuild the model, and keeps the file's version and
     // metadata (name, modeled_by, gear, loudness, ...) so that `export nam` writes them back.
     config::Node cfg = config::Node::mapping();
-    cfg.set_path("model.architecture", config::Node::string(m.wavenet ? "wavenet" : "lstm"));
+    cfg.set_path("model.architecture", config::Node::string(m.is_wavenet() ? "wavenet" : "lstm"));
     if (!preset.empty()) cfg.set_path("model.preset", config::Node::string(preset));
     else
       cfg.set_path("model.nam_config", config::Node::string(
-                                           (m.wavenet ? amp::wavenet_config_to_json(m.wavenet->config()) : amp::lstm_config_to_json(m.lstm->config())).dump()));
+                                           (m.general   ? amp::nam_wavenet_to_json(m.general->exported_spec())
+                                            : m.wavenet ? amp::wavenet_config_to_json(m.wavenet->config())
+                                                        : amp::lstm_config_to_json(m.lstm->config()))
+                                               .dump()));
     cfg.set_path("amp.sample_rate", config::Node::floating(m.sample_rate));
     cfg.set_path("nam.version", config::Node::string(m.nam_version));
     cfg.set_path("nam.metadata", config::Node::string(m.metadata.dump()));
     if (!m.nam_extra.empty()) cfg.set_path("nam.extra", config::Node::string(m.nam_extra.dump()));
+    if (!m.nam_config.is_null()) cfg.set_path("nam.config", config::Node::string(m.nam_config.dump()));
+    if (!m.sample_rate_in_file) cfg.set_path("nam.sample_rate_in_file", config::Node::boolean(false));
     s.config_yaml = config::to_yaml(cfg);
     Checkpoint::save(*target, s);
     std::printf("wrote %s (%s%s)\n", target->c_str(), m.architecture.c_str(), preset.empty() ? "" : (", preset " + preset).c_str());

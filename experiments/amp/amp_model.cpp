@@ -25,13 +25,29 @@ namespace {
 
 torch::nn::Module& AmpModel::module() {
   if (wavenet) return *wavenet;
+  if (general) return *general;
   if (lstm) return *lstm;
+  throw std::invalid_argument("this " + architecture + " model is played from its .nam file; the trainer does not build it");
+}
+
+at::Tensor AmpModel::forward(const at::Tensor& x) {
+  if (wavenet) return wavenet->forward(x);
+  if (general) return general->forward(x);
+  if (lstm) return lstm->forward(x);
   throw std::invalid_argument("this " + architecture + " model is played from its .nam file; the trainer does not build it");
 }
 
 int64_t AmpModel::receptive_field() const {
   if (wavenet) return wavenet->receptive_field();
+  if (general) return general->receptive_field();
   return file ? file->receptive_field() : 1;
+}
+
+std::vector<at::Tensor> AmpModel::module_parameters() const {
+  if (wavenet) return wavenet->parameters();
+  if (general) return general->parameters();
+  if (lstm) return lstm->parameters();
+  return {};
 }
 
 int64_t AmpModel::parameters() const {
@@ -42,7 +58,7 @@ int64_t AmpModel::parameters() const {
     return n;
   }
   int64_t n = 0;
-  for (const at::Tensor& p : (wavenet ? wavenet->parameters() : lstm->parameters())) n += p.numel();
+  for (const at::Tensor& p : module_parameters()) n += p.numel();
   return n;
 }
 
@@ -52,8 +68,12 @@ NamFileModel AmpModel::to_nam() const {
     f = *file;
   } else {
     f.architecture = architecture;
-    if (wavenet) {
+    if (general) {
+      f.wavenet = general->exported_spec();
+      f.weights = general->export_weights();
+    } else if (wavenet) {
       f.wavenet = nam_of(wavenet->config());
+      f.wavenet.source = nam_config;
       f.weights = wavenet->export_weights();
       // The config's head_scale as NAM's trainer writes it: the float32 weight's shortest decimal
       // (0.02, not 0.019999999552965164); the plugin reads the weight.
@@ -67,23 +87,42 @@ NamFileModel AmpModel::to_nam() const {
     f.extra = nam_extra;
   }
   f.version = nam_version.empty() ? nam_min_version(f) : nam_version;
-  f.sample_rate = sample_rate;
+  if (sample_rate_in_file) f.sample_rate = sample_rate;
+  else f.sample_rate.reset();
   f.metadata = metadata;  // null: an imported file without metadata stays without
   return f;
 }
 
-AmpModel make_amp_model(const std::string& architecture, const std::string& preset, double sample_rate) {
+AmpModel wavenet_model_of(const NamWaveNetSpec& spec) {
   AmpModel m;
-  m.sample_rate = sample_rate;
+  m.architecture = "WaveNet";
+  if (const std::optional<WaveNetConfig> classic = classic_of(spec)) m.wavenet = WaveNet(*classic);
+  else m.general = NamWaveNet(spec);
+  return m;
+}
+
+AmpModel make_amp_model(const std::string& architecture, const std::string& preset, double sample_rate, const std::string& activation,
+                        const std::string& gating) {
+  AmpModel m;
   if (architecture == "wavenet") {
-    m.architecture = "WaveNet";
-    m.wavenet = WaveNet(wavenet_preset(preset));
+    const std::vector<std::string> general = nam_wavenet_preset_names();
+    const bool is_general = std::find(general.begin(), general.end(), preset) != general.end();
+    if (!is_general && activation.empty() && gating.empty()) {
+      m.architecture = "WaveNet";
+      m.wavenet = WaveNet(wavenet_preset(preset));
+    } else {
+      NamWaveNetSpec spec = is_general ? nam_wavenet_preset(preset) : nam_of(wavenet_preset(preset));
+      set_activation(spec, activation, gating);
+      m = wavenet_model_of(spec);
+    }
   } else if (architecture == "lstm") {
     m.architecture = "LSTM";
+    if (!activation.empty() || !gating.empty()) throw std::invalid_argument("model.activation and model.gating are for WaveNets, not the LSTM");
     m.lstm = Lstm(lstm_preset(preset));
   } else {
     throw std::invalid_argument("model.architecture '" + architecture + "' is not one of wavenet, lstm");
   }
+  m.sample_rate = sample_rate;
   return m;
 }
 
@@ -108,12 +147,17 @@ AmpModel amp_model_of(const NamFileModel& f) {
   m.nam_extra = f.extra;
   m.metadata = f.metadata;
   m.sample_rate = f.default_model().sample_rate.value_or(f.sample_rate.value_or(48000.0));
+  m.sample_rate_in_file = f.sample_rate.has_value();
   if (f.architecture == "WaveNet") {
     if (const std::optional<WaveNetConfig> classic = classic_of(f.wavenet)) {
       m.wavenet = WaveNet(*classic);
       m.wavenet->import_weights(f.weights);
-      return m;
+      m.nam_config = f.wavenet.source;
+    } else {
+      m.general = NamWaveNet(f.wavenet);
+      m.general->import_weights(f.weights);
     }
+    return m;
   } else if (f.architecture == "LSTM") {
     m.lstm = Lstm(f.lstm);
     m.lstm->import_weights(f.weights);

@@ -22,33 +22,46 @@
 
 #include "experiments/amp/lstm.h"
 #include "experiments/amp/nam_file.h"
+#include "experiments/amp/nam_wavenet_module.h"
 #include "experiments/amp/wavenet.h"
 
 namespace wavetrain::experiments::amp {
 
 struct AmpModel {
   std::string architecture;  // "WaveNet", "LSTM" or "SlimmableContainer"
-  WaveNet wavenet{nullptr};  // trainable models: one of these
+  WaveNet wavenet{nullptr};  // trainable models: one of these (the classic WaveNet has the fast
+  NamWaveNet general{nullptr};  // CPU kernels; any other WaveNet is `general`)
   Lstm lstm{nullptr};
   // A model the trainer does not build (nam_wavenet.h's classic_of() says why): its file as read.
   std::shared_ptr<const NamFileModel> file;
   double sample_rate = 48000;
+  bool sample_rate_in_file = true;  // false: an imported file that gave none (none is written back)
   nlohmann::json metadata = nlohmann::json::object();  // null for an imported file that has none
   // The version a .nam file was read with; written back unchanged. Empty for a model trained here,
   // which is written as the oldest version that holds it (nam_min_version).
   std::string nam_version;
   nlohmann::json nam_extra = nlohmann::json::object();  // the file's other top-level keys, kept
+  nlohmann::json nam_config;  // a classic WaveNet's config as its file gave it (null: write it anew)
 
-  bool trainable() const { return wavenet || lstm; }
+  bool trainable() const { return wavenet || general || lstm; }
+  bool is_wavenet() const { return wavenet || general; }
+  // [B][1][L] -> [B][1][L - receptive_field + 1] (WaveNets), [B][1][L] (the LSTM)
+  at::Tensor forward(const at::Tensor& x);
   torch::nn::Module& module();      // throws for a file-only model
   int64_t receptive_field() const;  // 1 for the LSTM (it has state instead)
   int64_t parameters() const;       // for a file-only model: its weights
+  std::vector<at::Tensor> module_parameters() const;
   // The .nam file of this model (what write_nam writes and the real-time engine plays).
   NamFileModel to_nam() const;
 };
 
-// architecture "wavenet" (presets standard, lite, feather, nano) or "lstm" (1x24, 2x8, 1x16, 1x12).
-AmpModel make_amp_model(const std::string& architecture, const std::string& preset, double sample_rate = 48000);
+// architecture "wavenet" (presets standard, lite, feather, nano, a2, a2_small) or "lstm" (1x24, 2x8,
+// 1x16, 1x12). For a WaveNet, `activation` (a name the core knows, e.g. LeakyReLU, SiLU) and
+// `gating` (none, gated, blended) replace every layer's ("" keeps the preset's).
+AmpModel make_amp_model(const std::string& architecture, const std::string& preset, double sample_rate = 48000,
+                        const std::string& activation = "", const std::string& gating = "");
+// A WaveNet of any spec: the classic module when it covers the spec, the general one otherwise.
+AmpModel wavenet_model_of(const NamWaveNetSpec& spec);
 
 // Atomic (temporary file, then rename); adds today's date to the metadata when it has none.
 void write_nam(const std::string& path, const AmpModel& model);

@@ -42,7 +42,7 @@ class AmpTask : public Task {
     valid_y_ = valid.at("target");
     model_ = amp_model_from_config(cfg, &store);
     segment_ = cfg.get_int("amp.segment", 8192);
-    context_ = model_.wavenet ? model_.receptive_field() - 1 : cfg.get_int("amp.burn_in", 4096);
+    context_ = model_.is_wavenet() ? model_.receptive_field() - 1 : cfg.get_int("amp.burn_in", 4096);
     if (segment_ < 1) throw config::ConfigError("amp.segment must be >= 1, got " + std::to_string(segment_));
     if (train_x_.numel() < context_ + segment_)
       throw config::ConfigError(path + ": the training split (" + std::to_string(train_x_.numel()) +
@@ -71,7 +71,7 @@ class AmpTask : public Task {
   }
 
   at::Tensor forward(const Batch& batch) override {
-    if (model_.wavenet) return model_.wavenet->forward(batch.input);
+    if (model_.is_wavenet()) return model_.forward(batch.input);
     const at::Tensor y = model_.lstm->forward(batch.input);
     return y.narrow(2, context_, y.size(2) - context_);
   }
@@ -117,13 +117,21 @@ AmpModel amp_model_from_config(const config::Config& cfg, const data::DatasetRea
   if (cfg.has("nam.file"))
     throw config::ConfigError("model: this checkpoint holds an imported .nam model the trainer does not build (" +
                               cfg.get_string("model.architecture", "nam_file") + "); infer and export nam read it, training cannot start from it");
-  if (cfg.has("model.nam_config")) {  // an imported .nam model that matches no preset
+  if (cfg.has("model.nam_config")) {  // an imported .nam model that matches no preset: its config
     const nlohmann::json j = nlohmann::json::parse(cfg.get_string("model.nam_config"));
-    m.architecture = cfg.get_string("model.architecture") == "lstm" ? "LSTM" : "WaveNet";
-    if (m.architecture == "WaveNet") m.wavenet = WaveNet(wavenet_config_from_json(j));
-    else m.lstm = Lstm(lstm_config_from_json(j));
+    if (cfg.get_string("model.architecture") == "lstm") {
+      m.architecture = "LSTM";
+      m.lstm = Lstm(lstm_config_from_json(j));
+    } else {
+      m = wavenet_model_of(nam_wavenet_from_json(j, cfg.get_string("nam.version", "0.5.4")));
+    }
   } else {
-    m = make_amp_model(cfg.get_string("model.architecture", "wavenet"), cfg.get_string("model.preset", "standard"));
+    try {
+      m = make_amp_model(cfg.get_string("model.architecture", "wavenet"), cfg.get_string("model.preset", "standard"), 48000,
+                         cfg.get_string("model.activation", ""), cfg.get_string("model.gating", ""));
+    } catch (const std::invalid_argument& e) {
+      throw config::ConfigError(e.what());
+    }
   }
   if (cfg.has("amp.sample_rate")) m.sample_rate = cfg.get_float("amp.sample_rate");
   else if (store) m.sample_rate = capture_sample_rate(*store);

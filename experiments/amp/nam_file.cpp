@@ -130,6 +130,7 @@ NamFileModel nam_model_from_json(const nlohmann::json& j, const std::string& whe
     const double rate = j.at("sample_rate").get<double>();
     if (!(rate >= 1000 && rate <= 768000)) fail(join(where, "sample_rate"), std::to_string(rate) + " is outside 1000 to 768000 Hz");
     m.sample_rate = rate;
+    m.sample_rate_float = j.at("sample_rate").is_number_float();
   }
   if (j.contains("metadata")) m.metadata = j.at("metadata");
   for (const auto& [key, value] : j.items())
@@ -159,8 +160,13 @@ nlohmann::json nam_model_to_json(const NamFileModel& m) {
     for (const NamFileModel::Submodel& s : m.submodels) subs.push_back({{"max_value", s.max_value}, {"model", nam_model_to_json(*s.model)}});
     j["config"] = {{"submodels", subs}};
   }
-  if (m.architecture != "SlimmableContainer") j["weights"] = m.weights;
-  if (m.sample_rate) j["sample_rate"] = *m.sample_rate;
+  // A container's own weights are an empty list (the core requires the key).
+  j["weights"] = m.architecture == "SlimmableContainer" ? std::vector<float>() : m.weights;
+  if (m.sample_rate) {
+    const double r = *m.sample_rate;
+    if (r == std::floor(r) && !m.sample_rate_float) j["sample_rate"] = static_cast<int64_t>(r);  // 48000, as NAM writes it
+    else j["sample_rate"] = r;
+  }
   return j;
 }
 

@@ -32,6 +32,7 @@ struct NamFileModel {
   std::vector<Submodel> submodels;  // SlimmableContainer, in the file's order (max_value ascending)
   std::vector<float> weights;       // WaveNet, LSTM
   std::optional<double> sample_rate;
+  bool sample_rate_float = false;  // written as 48000.0 (as read), not 48000
   nlohmann::json metadata;  // null when the file has none
   nlohmann::json extra = nlohmann::json::object();  // other top-level keys, kept
 

@@ -289,6 +289,7 @@ NamWaveNetSpec nam_wavenet_from_json(const nlohmann::json& config, const std::st
   if (!config.is_object()) fail("", "must be an object");
   NamWaveNetSpec spec;
   spec.new_style = version.rfind("0.5.", 0) != 0;
+  spec.source = config;
   const nlohmann::json& layers = required(config, "layers", "");
   if (!layers.is_array() || layers.empty()) fail("layers", "must be a non-empty list of layer arrays");
   if (static_cast<int64_t>(layers.size()) > kWaveNetLimits.arrays)
@@ -354,6 +355,11 @@ NamWaveNetSpec nam_wavenet_from_json(const nlohmann::json& config, const std::st
 }
 
 nlohmann::json nam_wavenet_to_json(const NamWaveNetSpec& spec) {
+  if (!spec.source.is_null()) {
+    nlohmann::json config = spec.source;
+    if (spec.condition_dsp) config["condition_dsp"] = nam_model_to_json(*spec.condition_dsp);
+    return config;
+  }
   // 0.5 spellings only where they can say everything (the classic WaveNet).
   const bool old_style = !spec.new_style && classic_of(spec).has_value();
   nlohmann::json layers = nlohmann::json::array();

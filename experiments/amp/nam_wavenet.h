@@ -100,6 +100,10 @@ struct NamWaveNetSpec {
   std::optional<NamPostHeadSpec> post_head;
   double head_scale = 0.02;
   std::shared_ptr<const NamFileModel> condition_dsp;  // null: the condition is the input
+  // The config object as a file gave it: written back as it was (spellings, keys the core ignores),
+  // with only condition_dsp's nested model (and its weights) regenerated. Null for a spec made or
+  // changed here, which is written from the fields.
+  nlohmann::json source;
   // Written with 0.6+ spellings (head object, kernel_sizes, per-layer lists); a 0.5.x file's config,
   // or a model trained here, is written with 0.5 spellings wherever they can say everything.
   bool new_style = false;
