@@ -142,6 +142,41 @@ TEST(CliAmp, TrainExportImportInfer) {
   EXPECT_EQ(a.size(1), 6 * 48000);
 }
 
+// What the plugin plays beyond the classic WaveNet trains too: A2 (a2_small here, for time) and a
+// preset with another activation and gating; the export is 0.6.0 (what those options need), carries
+// the validation ESR, and plays as the checkpoint computes.
+TEST(CliAmp, TrainsA2AndOtherActivations) {
+  const fs::path dir = fresh("train_a2");
+  write_capture(dir);
+  ASSERT_EQ(wavetrain_in(dir, "data amp --input dry.wav --output amp.wav -o capture.h5 --valid-seconds 1.5").exit_code, 0);
+  for (const std::string& model : {std::string("model.preset=a2_small"), std::string("model.preset=nano model.activation=SiLU model.gating=blended")}) {
+    fs::remove_all(dir / "run");
+    const Result train = wavetrain_in(dir, "train +experiment=amp amp.data=capture.h5 " + model +
+                                               " trainer.max_steps=4 trainer.batch_size=2 amp.segment=4096 trainer.seed=1 run.dir=run");
+    ASSERT_EQ(train.exit_code, 0) << model << train.err;
+    std::ifstream result(dir / "run/result.json");
+    const double esr = nlohmann::json::parse(result)["best"]["val/esr"].get<double>();
+    EXPECT_TRUE(std::isfinite(esr)) << model;
+    const Result exported = wavetrain_in(dir, "export nam run/checkpoints/last.ckpt -o model.nam");
+    ASSERT_EQ(exported.exit_code, 0) << exported.err;
+    std::ifstream nam(dir / "model.nam");
+    const nlohmann::json m = nlohmann::json::parse(nam);
+    EXPECT_EQ(m["version"], "0.6.0") << model;
+    EXPECT_DOUBLE_EQ(m["metadata"]["training"]["validation_esr"].get<double>(), esr) << model;
+    for (const char* source : {"model.nam", "run/checkpoints/last.ckpt"}) {
+      const Result r = wavetrain_in(dir, std::string("infer ") + source + " dry.wav -o out_" + fs::path(source).filename().string() + ".wav --mode stream --chunk 64");
+      ASSERT_EQ(r.exit_code, 0) << source << r.err;
+    }
+    const at::Tensor a = wavetrain::data::read_audio((dir / "out_model.nam.wav").string()).samples;
+    const at::Tensor b = wavetrain::data::read_audio((dir / "out_last.ckpt.wav").string()).samples;
+    EXPECT_GT(a.abs().max().item<double>(), 1e-4) << model;
+    EXPECT_LE((a - b).abs().max().item<double>(), 1e-6) << model;
+  }
+  const Result bad = wavetrain_in(dir, "train +experiment=amp amp.data=capture.h5 model.preset=nano model.activation=Swish trainer.max_steps=1 run.dir=bad");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("model.activation: activation 'Swish' is not supported; supported: Tanh"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 
 namespace {
