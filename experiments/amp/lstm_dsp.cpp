@@ -84,8 +84,23 @@ __attribute__((always_inline)) inline void cell_blocked(const float* w, const fl
   for (int v = 0; v < G; ++v) acc[v] = load<Vec8>(bias + 8 * v);
   for (int64_t j = 0; j < inputs; ++j, w += 8 * G)
     for (int v = 0; v < G; ++v) acc[v] += load<Vec8>(w + 8 * v) * x[j];
-  for (int64_t j = 0; j < hidden; ++j, w += 8 * G)
-    for (int v = 0; v < G; ++v) acc[v] += load<Vec8>(w + 8 * v) * h[j];
+  if constexpr (U == 1) {
+    // Four gate vectors leave the FMA units idle between dependent adds: two interleaved sums over
+    // the hidden columns halve the chain the next step waits for.
+    Vec8 odd[G] = {};
+    int64_t j = 0;
+    for (; j + 1 < hidden; j += 2, w += 16 * G)
+      for (int v = 0; v < G; ++v) {
+        acc[v] += load<Vec8>(w + 8 * v) * h[j];
+        odd[v] += load<Vec8>(w + 8 * G + 8 * v) * h[j + 1];
+      }
+    for (; j < hidden; ++j, w += 8 * G)
+      for (int v = 0; v < G; ++v) acc[v] += load<Vec8>(w + 8 * v) * h[j];
+    for (int v = 0; v < G; ++v) acc[v] += odd[v];
+  } else {
+    for (int64_t j = 0; j < hidden; ++j, w += 8 * G)
+      for (int v = 0; v < G; ++v) acc[v] += load<Vec8>(w + 8 * v) * h[j];
+  }
   for (int u = 0; u < U; ++u) units(acc[u], acc[U + u], acc[2 * U + u], acc[3 * U + u], c + 8 * u, h + 8 * u);
 }
 
