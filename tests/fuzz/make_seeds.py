@@ -86,6 +86,23 @@ h = 4
 nam("lstm_2x4.nam", "LSTM", {"input_size": 1, "hidden_size": h, "num_layers": 2},
     (h + 1) + (4 * h * (1 + h) + 6 * h) + (4 * h * (2 * h) + 6 * h))
 
+# The NAM core's own examples of the 0.6/0.7 options (FiLM, gating modes, activations, a
+# condition_dsp, slimmable arrays), weights rounded to 3 decimals to fit the fuzzer's max_len.
+def rounded(j):
+    if isinstance(j, dict):
+        return {k: ([round(float(w), 3) for w in v] if k == "weights" else rounded(v)) for k, v in j.items()}
+    if isinstance(j, list):
+        return [rounded(v) for v in j]
+    return j
+
+
+examples = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "reference", "nam", "models")
+for name in ["wavenet_a2_max", "wavenet_condition_dsp", "slimmable_wavenet"]:
+    with open(os.path.join(examples, name + ".nam")) as f:
+        model = rounded(json.load(f))
+    with open(out("nam", "core_" + name + ".nam"), "w") as f:
+        json.dump(model, f, separators=(",", ":"))
+
 # ---- config: config.yaml NUL group/a.yaml NUL group/b.yaml NUL override NUL override ... --------
 configs = {
     "basic": ["defaults:\n  - group: a\n  - _self_\nx: 1\ny: ${x}\nz: '${oc.env:HOME}/${now:%Y}'\n",
