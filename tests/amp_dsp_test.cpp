@@ -9,6 +9,8 @@
 #include "experiments/amp/dsp_kernels.h"
 #include "experiments/amp/lstm.h"
 #include "experiments/amp/lstm_dsp.h"
+#include "experiments/amp/nam_dsp.h"
+#include "experiments/amp/wavenet.h"
 
 namespace {
 
@@ -125,6 +127,48 @@ TEST(AmpDsp, LstmCellEqualsLibTorchLstm) {
       const at::Tensor got = torch::from_blob(out.data(), {n}, torch::kFloat).to(torch::kFloat64);
       EXPECT_LE((got - expected).abs().max().item<double>(), 2e-5 * (1 + expected.abs().max().item<double>()))
           << isa << " " << config.num_layers << "x" << config.hidden_size;
+    });
+  }
+}
+
+// A WaveNet of every channel count 1..64 (gated for odd counts: twice the rows) through the
+// real-time engine in 64-sample buffers equals the classic LibTorch module in float64.
+TEST(AmpDsp, WaveNetEngineEqualsLibTorchForEveryChannelCount) {
+  torch::manual_seed(8);
+  const int64_t n = 700;
+  const at::Tensor x = 0.5 * torch::sin(torch::arange(n, torch::kFloat64) * 0.043) + 0.1 * torch::randn({n}, torch::kFloat64);
+  for (int64_t channels = 1; channels <= 64; ++channels) {
+    LayerArrayConfig a;
+    a.channels = channels;
+    a.head_size = 1;
+    a.kernel_size = 2 + channels % 2;
+    a.dilations = {1, 3};
+    a.gated = channels % 2 == 1;
+    a.activation = channels % 3 == 0 ? "ReLU" : "Tanh";
+    WaveNetConfig c;
+    c.layers = {a};
+    WaveNet net(c);
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& p : net->parameters()) p.uniform_(-0.4, 0.4);
+    }
+    NamFileModel file;
+    file.architecture = "WaveNet";
+    file.wavenet = nam_of(c);
+    file.weights = net->export_weights();
+    net->set_cpu_kernels(false);
+    net->to(torch::kFloat64);
+    at::Tensor expected;
+    {
+      torch::NoGradGuard no_grad;
+      expected = net->forward(torch::cat({torch::zeros({net->receptive_field() - 1}, torch::kFloat64), x}).view({1, 1, -1})).view({-1});
+    }
+    for_each_isa([&](const char* isa) {
+      NamDsp dsp(file, 64);
+      std::vector<float> in = to_vector(x), out(static_cast<size_t>(n));
+      for (int64_t s = 0; s < n; s += 64) dsp.process(in.data() + s, out.data() + s, std::min<int64_t>(64, n - s));
+      const at::Tensor got = torch::from_blob(out.data(), {n}, torch::kFloat).to(torch::kFloat64);
+      ASSERT_LE((got - expected).abs().max().item<double>(), 1e-5 * (1 + expected.abs().max().item<double>())) << isa << " channels " << channels;
     });
   }
 }

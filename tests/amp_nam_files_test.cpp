@@ -136,6 +136,40 @@ TEST(AmpNamFiles, WhatTheCoreRefusesIsRefusedWithTheKey) {
   j = base;
   j["architecture"] = "Transformer";
   refused(j, "architecture: 'Transformer' is not supported; supported: WaveNet, LSTM, SlimmableContainer");
+  // An outside review's: sizes that overflowed into the engine, slopes past the channels, FiLM
+  // groups, loose version strings, unbounded nesting.
+  nlohmann::json head = base;
+  head["config"]["layers"][0]["head"] = {{"out_channels", 1}, {"kernel_size", 5}, {"bias", true}, {"head_dilation", 4611686018427387904}};
+  refused(head, "config: layers[0].head: head_dilation 4611686018427387904; the limit is 65536");
+  j = base;
+  j["config"]["condition_dsp"]["config"]["layers"][0]["secondary_activation"] = {{"type", "PReLU"}, {"negative_slopes", {0.1, 0.2, 0.3}}};
+  refused(j, "config: condition_dsp.config: layers[0].secondary_activation: PReLU has 3 slopes for a bottleneck of 6 (give one, or one per channel)");
+  j = base;
+  j["config"]["condition_dsp"]["config"]["layers"][0]["conv_post_film"] = {{"active", true}, {"shift", true}, {"groups", 2}};
+  refused(j, "config: condition_dsp.config: layers[0].conv_post_film.groups: 2 groups do not divide 1 inputs and 24 outputs");
+  for (const char* version : {"0.5.x", "0.6.1-rc", "0.7", "00.5.1.2"}) {
+    j = base;
+    j["version"] = version;
+    refused(j, std::string("version: ") + version + " is not supported; the NAM plugin's core reads 0.5.x, 0.6.x and 0.7.x");
+  }
+  j = base;
+  nlohmann::json* inner = &j["config"]["condition_dsp"];
+  for (int depth = 0; depth < 5; ++depth) {
+    (*inner)["config"]["condition_dsp"] = base["config"]["condition_dsp"];
+    inner = &(*inner)["config"]["condition_dsp"];
+  }
+  try {
+    std::ofstream(path) << j.dump();
+    read_nam_file(path);
+    ADD_FAILURE() << "a condition_dsp nested 6 deep was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("nested more than 4 deep"), std::string::npos) << e.what();
+  }
+  j = base;
+  nlohmann::json deep = nlohmann::json::array();
+  for (int i = 0; i < 100; ++i) deep = nlohmann::json::array({deep});
+  j["metadata"]["deep"] = deep;
+  refused(j, "JSON nested more than 64 deep");
   nlohmann::json container;
   std::ifstream(kDir + "/models/slimmable_container.nam") >> container;
   container["config"]["submodels"][2]["max_value"] = 0.5;
@@ -308,6 +342,7 @@ TEST(AmpNamFiles, TheTrainableModuleEqualsTheEngine) {
   for (const auto& [name, j] : generated_models()) models.emplace_back(name, nam_model_from_json(j));
   models.emplace_back("A2", read_nam_file(kDir + "/models/A2.nam").default_model());
   models.emplace_back("wavenet_a2_max", read_nam_file(kDir + "/models/wavenet_a2_max.nam"));
+  models.emplace_back("wavenet_condition_dsp", read_nam_file(kDir + "/models/wavenet_condition_dsp.nam"));
   const std::vector<float> input = read_mono(kDir + "/input.wav");
   const int64_t n = 9000;
   for (const auto& [name, m] : models) {

@@ -143,7 +143,7 @@ TEST(CliAmp, TrainExportImportInfer) {
 }
 
 // What the plugin plays beyond the classic WaveNet trains too: A2 (a2_small here, for time) and a
-// preset with another activation and gating; the export is 0.6.0 (what those options need), carries
+// preset with another activation and gating; the export is 0.7.0 (whose spellings it uses), carries
 // the validation ESR, and plays as the checkpoint computes.
 TEST(CliAmp, TrainsA2AndOtherActivations) {
   const fs::path dir = fresh("train_a2");
@@ -161,7 +161,7 @@ TEST(CliAmp, TrainsA2AndOtherActivations) {
     ASSERT_EQ(exported.exit_code, 0) << exported.err;
     std::ifstream nam(dir / "model.nam");
     const nlohmann::json m = nlohmann::json::parse(nam);
-    EXPECT_EQ(m["version"], "0.6.0") << model;
+    EXPECT_EQ(m["version"], "0.7.0") << model;
     EXPECT_DOUBLE_EQ(m["metadata"]["training"]["validation_esr"].get<double>(), esr) << model;
     for (const char* source : {"model.nam", "run/checkpoints/last.ckpt"}) {
       const Result r = wavetrain_in(dir, std::string("infer ") + source + " dry.wav -o out_" + fs::path(source).filename().string() + ".wav --mode stream --chunk 64");

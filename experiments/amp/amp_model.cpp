@@ -171,7 +171,7 @@ AmpModel read_nam(const std::string& path) {
   const NamFileModel f = read_nam_file(path);
   try {
     return amp_model_of(f);
-  } catch (const std::invalid_argument& e) {
+  } catch (const std::exception& e) {  // building a module (LibTorch errors included)
     bad_file(path, e.what());
   }
 }
@@ -179,6 +179,7 @@ AmpModel read_nam(const std::string& path) {
 at::Tensor process(AmpModel& m, const at::Tensor& audio, const ProcessOptions& o) {
   if (audio.dim() != 1) throw std::invalid_argument("process: audio must be mono [samples], got " + c10::str(audio.sizes()));
   if (o.chunk < 1) throw std::invalid_argument("process: chunk must be >= 1");
+  if (o.overlap < 0) throw std::invalid_argument("process: overlap must be >= 0");
   if (o.mode != "exact" && o.mode != "stream" && o.mode != "crossfade")
     throw std::invalid_argument("process: mode '" + o.mode + "' is not exact, stream or crossfade");
   torch::NoGradGuard no_grad;

@@ -8,7 +8,8 @@ namespace wavetrain::experiments::amp {
 
 NamDsp::NamDsp(const NamFileModel& file, int64_t max_block, bool prewarm_lstm) {
   const NamFileModel& m = file.default_model();
-  sample_rate_ = m.sample_rate.value_or(file.sample_rate.value_or(48000.0));
+  const std::optional<double> rate = m.sample_rate ? m.sample_rate : file.sample_rate;
+  sample_rate_ = rate.value_or(48000.0);
   if (file.architecture == "SlimmableContainer")
     description_ = "SlimmableContainer of " + std::to_string(file.submodels.size()) + " models, playing the last (max_value " +
                    std::to_string(file.submodels.back().max_value) + "): ";
@@ -20,7 +21,9 @@ NamDsp::NamDsp(const NamFileModel& file, int64_t max_block, bool prewarm_lstm) {
                     std::to_string(wavenet_->receptive_field()) + (m.wavenet.condition_dsp ? ", with a condition_dsp" : "");
   } else if (m.architecture == "LSTM") {
     // The plugin runs half a second of zeros through at reset.
-    const int64_t prewarm = prewarm_lstm ? static_cast<int64_t>(std::lround(0.5 * sample_rate_)) : 0;
+    // The core's count: half a second at the model's rate, truncated; one sample when the file
+    // gives no rate.
+    const int64_t prewarm = !prewarm_lstm ? 0 : rate ? static_cast<int64_t>(0.5 * *rate) : 1;
     lstm_ = std::make_unique<LstmDsp>(m.lstm, m.weights, prewarm);
     description_ += "LSTM " + std::to_string(m.lstm.num_layers) + "x" + std::to_string(m.lstm.hidden_size) + ", prewarmed on " +
                     std::to_string(prewarm) + " zeros";

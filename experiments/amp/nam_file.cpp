@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "experiments/amp/nam_json.h"
+#include "trainer/serialization/atomic_file.h"
 
 namespace wavetrain::experiments::amp {
 namespace {
@@ -40,8 +41,21 @@ std::vector<float> weights_from(const nlohmann::json& j, const std::string& wher
 }  // namespace
 
 bool nam_version_supported(const std::string& version) {
+  // Three dot-separated integers, 0.5.0 to 0.7.x.
+  int parts = 0;
+  size_t digits = 0;
+  for (char ch : version) {
+    if (ch >= '0' && ch <= '9') {
+      ++digits;
+    } else if (ch == '.' && digits > 0) {
+      ++parts, digits = 0;
+    } else {
+      return false;
+    }
+  }
+  if (parts != 2 || digits == 0 || digits > 9) return false;
   for (const char* prefix : {"0.5.", "0.6.", "0.7."})
-    if (version.rfind(prefix, 0) == 0 && version.size() > 4) return true;
+    if (version.rfind(prefix, 0) == 0) return true;
   return false;
 }
 
@@ -62,7 +76,7 @@ const NamFileModel& NamFileModel::default_model() const {
   return *this;
 }
 
-NamFileModel nam_model_from_json(const nlohmann::json& j, const std::string& where) {
+NamFileModel nam_model_from_json(const nlohmann::json& j, const std::string& where, int depth) {
   if (!j.is_object()) fail(where, "is not a JSON object (not a .nam model)");
   for (const char* key : {"version", "architecture", "config"})
     if (!j.contains(key)) fail(where, std::string("no '") + key + "' (not a .nam model?)");
@@ -77,7 +91,7 @@ NamFileModel nam_model_from_json(const nlohmann::json& j, const std::string& whe
   const std::string config_where = join(where, "config");
   try {
     if (m.architecture == "WaveNet") {
-      m.wavenet = nam_wavenet_from_json(config, m.version);
+      m.wavenet = nam_wavenet_from_json(config, m.version, depth);
     } else if (m.architecture == "LSTM") {
       for (const char* key : {"in_channels", "out_channels"})
         if (config.is_object() && config.contains(key) && nam_integer(config.at(key), key) != 1)
@@ -98,7 +112,12 @@ NamFileModel nam_model_from_json(const nlohmann::json& j, const std::string& whe
         s.max_value = subs[i].at("max_value").get<double>();
         if (!(s.max_value > previous)) fail(w + ".max_value", "must be larger than the one before it");
         previous = s.max_value;
-        s.model = std::make_shared<NamFileModel>(nam_model_from_json(subs[i].at("model"), w + ".model"));
+        if (depth >= kNamNestingLimit) fail(w + ".model", "nested more than " + std::to_string(kNamNestingLimit) + " deep");
+        s.model = std::make_shared<NamFileModel>(nam_model_from_json(subs[i].at("model"), w + ".model", depth + 1));
+        if (s.model->sample_rate && !m.submodels.empty() && m.submodels.front().model->sample_rate &&
+            *s.model->sample_rate != *m.submodels.front().model->sample_rate)
+          fail(w + ".model.sample_rate", std::to_string(*s.model->sample_rate) + " differs from submodels[0]'s " +
+                                             std::to_string(*m.submodels.front().model->sample_rate));
         if (s.model->architecture == "SlimmableContainer") fail(w + ".model", "a SlimmableContainer inside a SlimmableContainer is not supported");
         m.submodels.push_back(s);
       }
@@ -181,9 +200,15 @@ NamFileModel read_nam_file(const std::string& path) {
   if (!in) throw std::runtime_error(path + ": cannot be opened");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    // Refused while parsing: nesting deeper than any .nam file has (copies and dumps recurse).
+    j = nlohmann::json::parse(in, [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      if (depth > 64) throw std::invalid_argument("JSON nested more than 64 deep");
+      return true;
+    });
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(path + ": not JSON: " + e.what());
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(path + ": " + e.what());
   }
   try {
     return nam_model_from_json(j);
@@ -194,28 +219,21 @@ NamFileModel read_nam_file(const std::string& path) {
   }
 }
 
+namespace {
+// JSON has no NaN or infinity: a file holding one would not load. Nested models too.
+void check_finite(const NamFileModel& m, const std::string& path, const std::string& where) {
+  for (size_t i = 0; i < m.weights.size(); ++i)
+    if (!std::isfinite(m.weights[i]))
+      throw std::runtime_error(path + ": not written: " + where + "weights[" + std::to_string(i) + "] is " + std::to_string(m.weights[i]));
+  if (m.architecture == "WaveNet" && m.wavenet.condition_dsp) check_finite(*m.wavenet.condition_dsp, path, where + "config.condition_dsp.");
+  for (size_t i = 0; i < m.submodels.size(); ++i)
+    check_finite(*m.submodels[i].model, path, where + "config.submodels[" + std::to_string(i) + "].model.");
+}
+}  // namespace
+
 void write_nam_file(const std::string& path, const NamFileModel& m) {
-  for (size_t i = 0; i < m.weights.size(); ++i)  // JSON has no NaN or infinity: the file would not load
-    if (!std::isfinite(m.weights[i])) throw std::runtime_error(path + ": not written: weight " + std::to_string(i) + " is " + std::to_string(m.weights[i]));
-  const std::string text = nam_model_to_json(m).dump();
-  const std::filesystem::path target(path);
-  const std::string temporary = (target.parent_path() / ("." + target.filename().string() + ".partial")).string();
-  {
-    std::ofstream out(temporary);
-    out << text;
-    out.close();
-    if (!out) {
-      std::error_code ignored;
-      std::filesystem::remove(temporary, ignored);
-      throw std::runtime_error(path + ": cannot be written");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(temporary, target, ec);
-  if (ec) {
-    std::filesystem::remove(temporary, ec);
-    throw std::runtime_error(path + ": cannot be put in place: " + ec.message());
-  }
+  check_finite(m, path, "");
+  write_file_atomic(path, nam_model_to_json(m).dump());
 }
 
 }  // namespace wavetrain::experiments::amp

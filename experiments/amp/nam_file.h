@@ -49,7 +49,7 @@ bool nam_version_supported(const std::string& version);
 inline constexpr const char* kNamSupportedVersions = "0.5.x, 0.6.x and 0.7.x";
 
 // `where` prefixes every error ("condition_dsp", "submodels[1].model"); read_nam_file adds the path.
-NamFileModel nam_model_from_json(const nlohmann::json& j, const std::string& where = "");
+NamFileModel nam_model_from_json(const nlohmann::json& j, const std::string& where = "", int depth = 0);
 nlohmann::json nam_model_to_json(const NamFileModel& model);
 
 // Throws std::runtime_error "PATH: what": the key, the value and what is supported.

@@ -112,6 +112,12 @@ NamLayerArraySpec array_from(const nlohmann::json& j, const std::string& where) 
   const std::vector<int64_t> dilations = nam_integers(required(j, "dilations", where), where + ".dilations");
   if (dilations.empty()) fail(where + ".dilations", "is empty: a layer array needs at least one layer");
   const size_t n = dilations.size();
+  if (static_cast<int64_t>(n) > kWaveNetLimits.layers_per_array)
+    fail(where + ".dilations", std::to_string(n) + " layers; the limit is " + std::to_string(kWaveNetLimits.layers_per_array));
+  // Sizes within their limits before anything is made from them.
+  for (const auto& [name, value] : std::vector<std::pair<const char*, int64_t>>{
+           {"input_size", a.input_size}, {"condition_size", a.condition_size}, {"channels", a.channels}, {"bottleneck", a.bottleneck}})
+    if (value > kWaveNetLimits.channels) fail(where, std::string(name) + " " + std::to_string(value) + "; the limit is " + std::to_string(kWaveNetLimits.channels));
   for (size_t i = 0; i < n; ++i)
     if (dilations[i] < 1) fail(where + ".dilations[" + std::to_string(i) + "]", "must be >= 1, found " + std::to_string(dilations[i]));
   // Kernel sizes: one for all layers (kernel_size) or one per layer (kernel_sizes, 0.6+).
@@ -133,6 +139,8 @@ NamLayerArraySpec array_from(const nlohmann::json& j, const std::string& where) 
     a.head_size = positive(h, "out_channels", where + ".head");
     a.head_kernel = positive(h, "kernel_size", where + ".head");
     a.head_dilation = positive(h, "head_dilation", where + ".head", 1);
+    if (a.head_dilation > kWaveNetLimits.dilation)
+      fail(where + ".head", "head_dilation " + std::to_string(a.head_dilation) + "; the limit is " + std::to_string(kWaveNetLimits.dilation));
     a.head_bias = boolean(required(h, "bias", where + ".head"), where + ".head.bias");
   } else {
     a.head_size = positive(j, "head_size", where);
@@ -179,7 +187,10 @@ NamLayerArraySpec array_from(const nlohmann::json& j, const std::string& where) 
   for (int s = 0; s < kFilmSites; ++s)
     if (j.contains(film_key(s))) a.film[static_cast<size_t>(s)] = film_from(j.at(film_key(s)), where + "." + film_key(s));
   // Slimmable: the allowed channel counts (the plugin plays the full model unless asked otherwise).
-  if (j.contains("slimmable") && j.at("slimmable").is_object() && j.at("slimmable").value("method", std::string()) != "") {
+  const bool slimmable_method = j.contains("slimmable") && j.at("slimmable").is_object() && j.at("slimmable").contains("method") &&
+                                !(j.at("slimmable").at("method").is_string() && j.at("slimmable").at("method").get<std::string>().empty()) &&
+                                !j.at("slimmable").at("method").is_null();
+  if (slimmable_method) {
     const nlohmann::json& s = j.at("slimmable");
     const std::string w = where + ".slimmable";
     if (!s.at("method").is_string() || s.at("method") != "slice_channels_uniform")
@@ -215,8 +226,15 @@ NamLayerArraySpec array_from(const nlohmann::json& j, const std::string& where) 
     const int64_t m = l.gating == Gating::None ? a.bottleneck : 2 * a.bottleneck;
     check_groups(a.channels, m, a.groups_input, where + ".groups_input");
     check_groups(a.condition_size, m, a.groups_input_mixin, where + ".groups_input_mixin");
-    if (l.activation.type == "PReLU" && l.activation.params.size() != 1 && static_cast<int64_t>(l.activation.params.size()) != a.bottleneck)
-      fail(where + ".activation", "PReLU has " + std::to_string(l.activation.params.size()) + " slopes for a bottleneck of " + std::to_string(a.bottleneck));
+    for (const auto& [f, key] : {std::pair<const ActivationSpec*, const char*>{&l.activation, ".activation"}, {&l.secondary, ".secondary_activation"}})
+      if (f->type == "PReLU" && f->params.size() != 1 && static_cast<int64_t>(f->params.size()) != a.bottleneck)
+        fail(where + key, "PReLU has " + std::to_string(f->params.size()) + " slopes for a bottleneck of " + std::to_string(a.bottleneck) +
+                              " (give one, or one per channel)");
+    const int64_t film_dims[kFilmSites] = {a.channels, m, a.condition_size, m, m, a.bottleneck, a.channels, a.head1x1_out};
+    for (int s = 0; s < kFilmSites; ++s) {
+      const FilmSpec& f = a.film[static_cast<size_t>(s)];
+      if (f.active) check_groups(a.condition_size, (f.shift ? 2 : 1) * film_dims[s], f.groups, where + "." + film_key(s) + ".groups");
+    }
   }
   if (a.layer1x1) check_groups(a.bottleneck, a.channels, a.layer1x1_groups, where + ".layer1x1.groups");
   else if (a.bottleneck != a.channels)
@@ -261,6 +279,8 @@ ActivationSpec activation_from_json(const nlohmann::json& j, const std::string& 
     if (object && object->contains("negative_slopes")) {
       const nlohmann::json& s = object->at("negative_slopes");
       if (!s.is_array() || s.empty()) fail(where + ".negative_slopes", "must be a non-empty list of numbers");
+      if (static_cast<int64_t>(s.size()) > kWaveNetLimits.channels)
+        fail(where + ".negative_slopes", std::to_string(s.size()) + " slopes; the limit is " + std::to_string(kWaveNetLimits.channels));
       for (size_t i = 0; i < s.size(); ++i) a.params.push_back(number(s[i], where + ".negative_slopes[" + std::to_string(i) + "]"));
     } else {
       a.params.push_back(object && object->contains("negative_slope") ? number(object->at("negative_slope"), where + ".negative_slope") : 0.01);
@@ -285,7 +305,7 @@ nlohmann::json activation_to_json(const ActivationSpec& a) {
   return j;
 }
 
-NamWaveNetSpec nam_wavenet_from_json(const nlohmann::json& config, const std::string& version) {
+NamWaveNetSpec nam_wavenet_from_json(const nlohmann::json& config, const std::string& version, int depth) {
   if (!config.is_object()) fail("", "must be an object");
   NamWaveNetSpec spec;
   spec.new_style = version.rfind("0.5.", 0) != 0;
@@ -310,6 +330,8 @@ NamWaveNetSpec nam_wavenet_from_json(const nlohmann::json& config, const std::st
     for (int64_t k : p.kernel_sizes)
       if (k < 1 || k > kWaveNetLimits.kernel_size) fail("head.kernel_sizes", std::to_string(k) + " is not within 1 to " + std::to_string(kWaveNetLimits.kernel_size));
     p.activation = activation_from_json(required(h, "activation", "head"), "head.activation");
+    if (p.activation.type == "PReLU" && p.activation.params.size() != 1)
+      fail("head.activation", "PReLU in the head after the arrays takes one slope (its stages differ in width)");
     if (p.channels > kWaveNetLimits.channels || p.out_channels > kWaveNetLimits.channels) fail("head", "more channels than the limit of " + std::to_string(kWaveNetLimits.channels));
     if (h.contains("in_channels") && nam_integer(h.at("in_channels"), "head.in_channels") != spec.arrays.back().head_size)
       fail("head.in_channels", h.at("in_channels").dump() + " differs from the last layer array's head size (" + std::to_string(spec.arrays.back().head_size) + ")");
@@ -319,7 +341,11 @@ NamWaveNetSpec nam_wavenet_from_json(const nlohmann::json& config, const std::st
   }
   spec.head_scale = number(required(config, "head_scale", ""), "head_scale");
   if (config.contains("condition_dsp") && !config.at("condition_dsp").is_null()) {
-    spec.condition_dsp = std::make_shared<NamFileModel>(nam_model_from_json(config.at("condition_dsp"), "condition_dsp"));
+    if (depth >= kNamNestingLimit) fail("condition_dsp", "nested more than " + std::to_string(kNamNestingLimit) + " deep");
+    spec.condition_dsp = std::make_shared<NamFileModel>(nam_model_from_json(config.at("condition_dsp"), "condition_dsp", depth + 1));
+    if (spec.condition_dsp->architecture != "WaveNet")
+      fail("condition_dsp.architecture", "'" + spec.condition_dsp->architecture + "': wavetrain takes a WaveNet condition_dsp only");
+    spec.source.erase("condition_dsp");  // regenerated from the nested model when written
   }
   // Sizes that must agree between arrays, and with the condition.
   const int64_t condition = spec.condition_dsp ? spec.condition_dsp->output_channels() : 1;
@@ -347,6 +373,13 @@ NamWaveNetSpec nam_wavenet_from_json(const nlohmann::json& config, const std::st
     for (const NamLayerSpec& l : a.layers) state += a.channels * (l.kernel_size - 1) * l.dilation;
     state += a.head_in() * (a.head_kernel - 1) * a.head_dilation;
   }
+  int64_t rows = 0;  // signal rows the engine keeps a block of (plus history) for
+  for (const NamLayerArraySpec& a : spec.arrays) {
+    rows += static_cast<int64_t>(a.layers.size()) * a.channels * (a.film[kConvPre].active ? 2 : 1);
+    rows += a.head_in();
+  }
+  if (rows > kNamRowsLimit)
+    fail("", "the layers carry " + std::to_string(rows) + " signal rows in all; the limit is " + std::to_string(kNamRowsLimit));
   if (state > kNamStateLimit)
     fail("", "the layers' history would hold " + std::to_string(state) + " values; the limit is " + std::to_string(kNamStateLimit));
   if (const int64_t w = nam_wavenet_weight_count(spec); w > kWaveNetLimits.weights)
@@ -462,7 +495,7 @@ int64_t nam_receptive_field(const NamWaveNetSpec& spec) {
 
 std::string nam_wavenet_min_version(const NamWaveNetSpec& spec) {
   std::string why;
-  return classic_of(spec, &why) ? "0.5.4" : "0.6.0";
+  return classic_of(spec, &why) ? "0.5.4" : "0.7.0";  // written with 0.7's spellings (kernel_sizes, head objects)
 }
 
 std::optional<WaveNetConfig> classic_of(const NamWaveNetSpec& spec, std::string* why) {

@@ -114,10 +114,15 @@ struct NamWaveNetSpec {
 // The most history values (sum of channels x (kernel - 1) x dilation) a file may ask the real-time
 // engine to keep: 2^26 floats, 256 MB (a standard WaveNet keeps 49,104).
 inline constexpr int64_t kNamStateLimit = int64_t{1} << 26;
+// The most signal rows in all layers (each layer's channels; the engine keeps a block of each): 8,192
+// (a standard WaveNet has 240, A2 184); with 8,192-sample blocks that bounds the engine near 1 GB.
+inline constexpr int64_t kNamRowsLimit = 8192;
+// The deepest nesting of models in a file (a condition_dsp's condition_dsp, ...).
+inline constexpr int kNamNestingLimit = 4;
 
 // The parser checks every key, type and size (kWaveNetLimits) and names what fails, e.g.
 // "layers[1].gating_mode[2]: 'maybe' is not one of none, gated, blended".
-NamWaveNetSpec nam_wavenet_from_json(const nlohmann::json& config, const std::string& version);
+NamWaveNetSpec nam_wavenet_from_json(const nlohmann::json& config, const std::string& version, int depth = 0);
 nlohmann::json nam_wavenet_to_json(const NamWaveNetSpec& spec);
 int64_t nam_wavenet_weight_count(const NamWaveNetSpec& spec);  // head_scale included; not condition_dsp's
 // 1 + the history each array needs (conv taps and the head rechannel's), condition_dsp's included.

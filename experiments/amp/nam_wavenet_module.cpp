@@ -170,7 +170,9 @@ at::Tensor NamWaveNetImpl::forward(const at::Tensor& input) {
   }
   at::Tensor out = head_scale_.to(head.dtype()) * head;
   for (size_t i = 0; i < post_head_.size(); ++i) out = run(post_head_[i], activate(spec_.post_head->activation, out));
-  return out;
+  // A condition_dsp shortens only what the first layers can condition, not the model's history:
+  // the output is what the whole receptive field determines.
+  return last(out, input.size(2) - receptive_field() + 1);
 }
 
 std::vector<float> NamWaveNetImpl::export_weights() const {
