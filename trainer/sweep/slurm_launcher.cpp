@@ -205,7 +205,7 @@ class SlurmLauncher : public Launcher {
     if (tracked_.empty()) return ended;
     const std::map<std::string, std::string> states = queue_states();
     for (auto it = tracked_.begin(); it != tracked_.end();) {
-      if (states.count(it->second)) {
+      if (states.count(it->second) || requeue_in_flight(it->first)) {
         ++it;
         continue;
       }
@@ -214,6 +214,18 @@ class SlurmLauncher : public Launcher {
       it = tracked_.erase(it);
     }
     return ended;
+  }
+
+  // A job that requeued itself leaves the queue for a moment before it is pending again (longer on a
+  // busy controller): its status file says "requeued" until it runs again. Not taken for its end
+  // unless that lasts 5 minutes (a job whose requeue was lost).
+  bool requeue_in_flight(size_t job) const {
+    const fs::path status_path = dir_ / "jobs" / (std::to_string(job) + ".status.json");
+    const nlohmann::json status = read_json(status_path);
+    if (!status.is_object() || status.value("state", "") != "requeued") return false;
+    std::error_code ec;
+    const auto written = fs::last_write_time(status_path, ec);
+    return !ec && fs::file_time_type::clock::now() - written < std::chrono::minutes(5);
   }
 
   // A job that left the queue: its status file, else what scontrol still knows of it. On a shared
