@@ -88,7 +88,9 @@ struct Item {
   // Row d (-1 .. D-1), column s' (-1 .. Sb).
   int64_t at(int64_t d, int64_t s) const { return (d + 1) * W + (s + 1); }
 
-  void run(const T* px, const T* py, T* score, T* px_grad, T* py_grad) {
+  // grads: compute px_grad and py_grad. (Not px_grad != nullptr: with no symbols px has no
+  // elements, its data pointer is null, and py still has a gradient.)
+  void run(const T* px, const T* py, T* score, bool grads, T* px_grad, T* py_grad) {
     const T ninf = -std::numeric_limits<T>::infinity();
     Sb = se - sb;
     Tb = te - tb;
@@ -117,7 +119,7 @@ struct Item {
       log_add_row(&P[at(d - back, -1)], &X[at(d - back, -1)], &P[at(d - 1, 0)], &Y[at(d - 1, 0)], &P[at(d, 0)], lo, hi);
     }
     *score = P[at(D - 1, Sb)];
-    if (px_grad == nullptr) return;
+    if (!grads) return;
 
     // Backward: occupation G of each cell, split between its two predecessors in proportion
     // exp(term - p) (k2's rule: a non-finite p counts as 0, and a non-finite share sends nothing).
@@ -179,7 +181,7 @@ void mutual_information_cpu(const at::Tensor& px, const at::Tensor& py, const at
         item.tb = box[4 * b + 1];
         item.se = box[4 * b + 2];
         item.te = box[4 * b + 3];
-        item.run(x + b * S * T1, y + b * (S + 1) * Tn, out + b, grads ? gx + b * S * T1 : nullptr,
+        item.run(x + b * S * T1, y + b * (S + 1) * Tn, out + b, grads, grads && gx ? gx + b * S * T1 : nullptr,
                  grads ? gy + b * (S + 1) * Tn : nullptr);
       }
     });

@@ -16,6 +16,7 @@ namespace {
 // x [B][R][C] -> [B][R + C - 1 + extra][R]: out[b][d][r] = x[b][r][d - r] where 0 <= d - r < C, else `fill`.
 at::Tensor skew(const at::Tensor& x, int64_t diagonals, double fill) {
   const int64_t B = x.size(0), R = x.size(1), C = x.size(2);
+  if (C == 0) return at::full({B, diagonals, R}, fill, x.options());  // T = 0: no entries to place
   const at::TensorOptions index_options = x.options().dtype(at::kLong);
   const at::Tensor d = at::arange(diagonals, index_options).view({1, diagonals});
   const at::Tensor r = at::arange(R, index_options).view({R, 1});

@@ -3,6 +3,7 @@
 // messages) and that nothing is modified in place.
 #include "losses/rnnt_loss.h"
 
+#include <iostream>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -72,6 +73,32 @@ void check_frames(const char* where, RnntType type, const std::optional<at::Tens
 void check_boundary_shape(const char* where, const std::optional<at::Tensor>& boundary, int64_t B) {
   if (boundary && (boundary->dim() != 2 || boundary->size(0) != B || boundary->size(1) != 4))
     fail(where, "boundary must be [B][4] = [" + std::to_string(B) + "][4], got " + c10::str(boundary->sizes()));
+}
+
+// A boundary's values: 0 <= s_begin <= s_end <= S and 0 <= t_begin <= t_end <= T in every item.
+void check_boundary_values(const char* where, const std::optional<at::Tensor>& boundary, int64_t S, int64_t T) {
+  if (!boundary) return;
+  const at::Tensor b = boundary->cpu();
+  for (int64_t i = 0; i < b.size(0); ++i) {
+    const int64_t sb = b[i][0].item<int64_t>(), tb = b[i][1].item<int64_t>(), se = b[i][2].item<int64_t>(), te = b[i][3].item<int64_t>();
+    if (!(0 <= sb && sb <= se && se <= S && 0 <= tb && tb <= te && te <= T))
+      fail(where, "boundary of item " + std::to_string(i) + " is [" + std::to_string(sb) + ", " + std::to_string(tb) + ", " + std::to_string(se) +
+                      ", " + std::to_string(te) + "]; it needs 0 <= s_begin <= s_end <= S = " + std::to_string(S) +
+                      " and 0 <= t_begin <= t_end <= T = " + std::to_string(T));
+  }
+}
+
+// Pruning ranges index symbol positions 0 .. S of their own item.
+void check_ranges(const char* where, const at::Tensor& ranges, int64_t S) {
+  if (ranges.scalar_type() != at::kLong) fail(where, "ranges must be int64");
+  if (ranges.numel() == 0) return;
+  const at::Tensor bad = ((ranges < 0) | (ranges > S)).nonzero();
+  if (bad.size(0) == 0) return;
+  const at::Tensor first = bad[0].cpu();
+  const int64_t b = first[0].item<int64_t>(), t = first[1].item<int64_t>(), k = first[2].item<int64_t>();
+  fail(where, "ranges[" + std::to_string(b) + "][" + std::to_string(t) + "][" + std::to_string(k) + "] = " +
+                  std::to_string(ranges[b][t][k].item<int64_t>()) + " is outside [0, S] = [0, " + std::to_string(S) +
+                  "] (item " + std::to_string(b) + "'s symbol positions)");
 }
 
 // Regular RNN-T with a boundary: px[b][:][t_end] must be -inf (no symbol after the last frame).
@@ -229,9 +256,29 @@ at::Tensor get_rnnt_prune_ranges(const at::Tensor& px_grad, const at::Tensor& py
   check_boundary_shape(where, boundary, B);
   if (s_range > S) s_range = S + 1;  // no pruning: every symbol position is kept
   const bool modified = T1 == T;
+  check_boundary_values(where, boundary, S, T);
   if (S > 0 && s_range < (modified ? 1 : 2))
     fail(where, "s_range must be at least " + std::string(modified ? "1 (modified)" : "2 (regular)") +
                     " or no path survives the pruning, got " + std::to_string(s_range));
+  // Regular: a frame's block of s_range positions lets the path advance s_range - 1 symbols, so an
+  // item with S_b symbols in T_b frames needs s_range >= ceil(S_b / T_b) + 1, or no path connects
+  // the blocks and its pruned loss is +inf. Widened then, as fast_rnnt does, with a warning.
+  if (!modified && S > 0 && s_range <= S) {
+    const at::Tensor bc = boundary.cpu();
+    int64_t needed = s_range, item = -1, item_s = 0, item_t = 0;
+    for (int64_t i = 0; i < B; ++i) {
+      const int64_t sb = bc[i][2].item<int64_t>() - bc[i][0].item<int64_t>(), tb = bc[i][3].item<int64_t>() - bc[i][1].item<int64_t>();
+      if (tb <= 0 || sb == 0) continue;
+      const int64_t need = (sb + tb - 1) / tb + 1;
+      if (need > needed) needed = need, item = i, item_s = sb, item_t = tb;
+    }
+    if (item >= 0) {
+      needed = std::min(needed, S + 1);
+      std::cerr << where << ": warning: s_range " << s_range << " cannot cover item " << item << "'s " << item_s << " symbols in " << item_t
+                << " frames (each frame advances at most s_range - 1); widened to " << needed << std::endl;
+      s_range = needed;
+    }
+  }
   const at::Tensor py_grad = py_grad_in.contiguous();
   const at::Tensor b = boundary.to(px_grad.device());
 
@@ -268,6 +315,8 @@ std::pair<at::Tensor, at::Tensor> do_rnnt_pruning(const at::Tensor& am, const at
   if (am.size(0) != B || lm.size(0) != B || am.size(1) != T || am.size(2) != C)
     fail(where, "am " + c10::str(am.sizes()) + ", lm " + c10::str(lm.sizes()) + " and ranges " + c10::str(ranges.sizes()) +
                     " disagree in B, T or C");
+  // A value past S would take rows of the next item's lm without an error.
+  check_ranges(where, ranges, S1 - 1);
   const at::Tensor am_pruned = am.unsqueeze(2).expand({B, T, s_range, C});
   // Rows of lm picked by index: its backward adds into a [B][S+1][C] gradient. (A gather from lm
   // expanded to [B][T][S+1][C], as k2 does it, allocates that full size in the backward.)
@@ -290,8 +339,10 @@ RnntLogprobs get_rnnt_logprobs_pruned(const at::Tensor& logits_in, const at::Ten
   const int64_t S = symbols.size(1);
   check_symbols(where, symbols, B, S, C, termination_symbol);
   check_boundary_shape(where, boundary, B);
+  check_boundary_values(where, boundary, S, T);
   check_frames(where, type, boundary, S, T);
   if (s_range > S + 1) fail(where, "s_range " + std::to_string(s_range) + " exceeds S + 1 = " + std::to_string(S + 1));
+  check_ranges(where, ranges, S);
 
   const at::Tensor with_blank = at::cat({symbols, at::full({B, 1}, termination_symbol, symbols.options())}, 1);
   const at::Tensor pruned_symbols = at::gather(with_blank.unsqueeze(1).expand({B, T, S + 1}), 2, ranges);  // [B][T][s_range]

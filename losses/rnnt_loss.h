@@ -75,6 +75,9 @@ RnntLossWithGrad rnnt_loss_smoothed_with_grad(const at::Tensor& lm, const at::Te
 // For each frame, the s_range consecutive symbol positions [B][T][s_range] (int64) where the
 // simple loss's occupation is concentrated, made monotonic and gap-free as k2 does, so that every
 // path through the pruned lattice stays connected.
+// Regular: an item with S_b symbols in T_b frames needs s_range >= ceil(S_b / T_b) + 1 (a frame
+// advances at most s_range - 1 symbols); a smaller s_range is widened to that, with a warning on
+// stderr, as fast_rnnt does (the returned ranges are then wider), instead of a silent +inf.
 at::Tensor get_rnnt_prune_ranges(const at::Tensor& px_grad, const at::Tensor& py_grad, const at::Tensor& boundary,
                                  int64_t s_range);
 

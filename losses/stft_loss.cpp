@@ -54,10 +54,30 @@ double mel_to_hz(double mel) {
   return mel < min_log_mel ? 200.0 * mel / 3.0 : min_log_hz * std::exp(log_step * (mel - min_log_mel));
 }
 
+// A mel band that no FFT bin falls inside has all-zero weights: its log-magnitude is log(eps) on
+// both sides and its share of the gradient NaN. Refused, with the most bands that fit.
+void check_mel_bands(const StftLossOptions& o) {
+  auto empty_band = [&](int64_t bands) {
+    const at::Tensor fb = mel_filterbank(o.fft_size, bands, o.sample_rate);
+    const at::Tensor empty = (fb.sum(1) == 0).nonzero();
+    return empty.numel() == 0 ? int64_t{-1} : empty[0][0].item<int64_t>();
+  };
+  const int64_t first = empty_band(o.mel_bins);
+  if (first < 0) return;
+  int64_t fit = o.mel_bins - 1;
+  while (fit > 0 && empty_band(fit) >= 0) --fit;
+  throw std::invalid_argument("stft_loss: " + std::to_string(o.mel_bins) + " mel bands at fft_size " + std::to_string(o.fft_size) + " and " +
+                              std::to_string(static_cast<int64_t>(o.sample_rate)) + " Hz leave band " + std::to_string(first) +
+                              " empty (no FFT bin inside it); at most " + std::to_string(fit) + " bands fit (or raise fft_size)");
+}
+
 at::Tensor cached_filterbank(const StftLossOptions& o, const at::TensorOptions& options) {
   return cached_constant("mel " + std::to_string(o.fft_size) + " " + std::to_string(o.mel_bins) + " " +
                              std::to_string(o.sample_rate),
-                         options, [&] { return mel_filterbank(o.fft_size, o.mel_bins, o.sample_rate); });
+                         options, [&] {
+                           check_mel_bands(o);
+                           return mel_filterbank(o.fft_size, o.mel_bins, o.sample_rate);
+                         });
 }
 
 void check_options(const at::Tensor& pred, const at::Tensor& target, const StftLossOptions& o) {
@@ -293,15 +313,19 @@ struct StftMagnitudeLoss : public torch::autograd::Function<StftMagnitudeLoss> {
     const double count = static_cast<double>(x.numel());
     const double floor = at::scalar_tensor(o.eps, at::TensorOptions().dtype(mag_x.scalar_type())).sqrt().item<double>();
     const FrameLayout layout(o, samples);
-    at::Tensor inv;  // 1 / (|X - Y| |Y|), and 0 when X == Y (as torch's norm: no gradient at 0)
-    if (o.w_sc != 0) inv = at::where(norm_diff > 0, (norm_diff * norm_y).reciprocal(), at::zeros_like(norm_diff));
+    at::Tensor inv;  // 1 / (|X - Y| |Y|), and 0 when X == Y (as torch's norm: no gradient at 0); NaN stays NaN
+    if (o.w_sc != 0) inv = at::where(norm_diff == 0, at::zeros_like(norm_diff), (norm_diff * norm_y).reciprocal());
+    // A NaN or infinity in the prediction makes the loss non-finite: then every sample's gradient is
+    // NaN too (1 here, NaN then: no device sync), so the trainer's non-finite policy sees it, rather
+    // than a gradient that silently lacks a term in most places.
+    const at::Tensor poison = norm_diff * 0 + 1;
     if (spectra.device().is_cpu() && o.mel_bins == 0) {
       detail::BinGradient k;
       k.sc = o.w_sc != 0 ? (upstream(1, o.w_sc) * inv).item<double>() : 0.0;
       k.log_mag = o.w_log_mag != 0 ? (upstream(2, o.w_log_mag) / count).item<double>() : 0.0;
       k.lin_mag = o.w_lin_mag != 0 ? (upstream(3, o.w_lin_mag) / count).item<double>() : 0.0;
       k.floor = floor;
-      return {signal_gradient(bin_gradient_cpu(spectra, x, y, k, layout.n), layout, samples), at::Tensor(), at::Tensor()};
+      return {signal_gradient(bin_gradient_cpu(spectra, x, y, k, layout.n), layout, samples).mul_(poison), at::Tensor(), at::Tensor()};
     }
 
     // d loss / d X, X the (mel-scaled) prediction magnitudes.
@@ -317,9 +341,18 @@ struct StftMagnitudeLoss : public torch::autograd::Function<StftMagnitudeLoss> {
     g_mag = g_mag.div(mag_x).masked_fill_(mag_x <= floor, 0.0);
     const at::Tensor grad = at::view_as_real(spectra) * g_mag.unsqueeze(-1);
     grad.narrow(2, 1, layout.n % 2 == 0 ? layout.bins - 2 : layout.bins - 1).mul_(0.5);
-    return {signal_gradient(at::view_as_complex(grad), layout, samples), at::Tensor(), at::Tensor()};
+    return {signal_gradient(at::view_as_complex(grad), layout, samples).mul_(poison), at::Tensor(), at::Tensor()};
   }
 };
+
+// atan2(imag, real), with phase 0 and gradient 0 at a bin of exactly zero magnitude (as
+// torch.angle, which auraloss uses): atan2's gradient there is 0/0 = NaN, and digital silence in a
+// prediction would poison the whole gradient while the loss stays finite.
+at::Tensor phase_of(const at::Tensor& spectrum) {
+  const at::Tensor re = at::real(spectrum), im = at::imag(spectrum);
+  const at::Tensor zero = (re == 0) & (im == 0);
+  return at::atan2(at::where(zero, at::zeros_like(im), im), at::where(zero, at::ones_like(re), re));
+}
 
 }  // namespace
 
@@ -338,7 +371,7 @@ StftLossTerms stft_loss_autograd(const at::Tensor& pred, const at::Tensor& targe
   }
   StftLossTerms terms = magnitude_terms(x, y, o);
   if (o.w_phs != 0) {  // only here: the phase needs atan2 (never `angle`, which some backends lack)
-    terms.phase = (at::atan2(at::imag(xs), at::real(xs)) - at::atan2(at::imag(ys), at::real(ys))).square().mean();
+    terms.phase = (phase_of(xs) - phase_of(ys)).square().mean();
     terms.loss = terms.loss + o.w_phs * terms.phase;
   }
   return terms;
@@ -377,7 +410,9 @@ at::Tensor mel_filterbank(int64_t fft_size, int64_t n_mels, double sample_rate, 
                  right = mel_hz[static_cast<size_t>(m + 2)];
     const double area = 2.0 / (right - left);  // Slaney normalisation: every filter has unit area
     for (int64_t k = 0; k < n_freqs; ++k) {
-      const double f = sample_rate / 2.0 * static_cast<double>(k) / static_cast<double>(n_freqs - 1);
+      // Bin k's frequency as numpy's rfftfreq gives it (current librosa, which auraloss calls):
+      // k sr / n. (Older librosa spread sr / 2 over the bins, which differs for odd sizes.)
+      const double f = sample_rate * static_cast<double>(k) / static_cast<double>(fft_size);
       const double rise = (f - left) / (centre - left), fall = (right - f) / (right - centre);
       w[m * n_freqs + k] = std::max(0.0, std::min(rise, fall)) * area;
     }

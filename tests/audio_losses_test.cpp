@@ -7,7 +7,9 @@
 #include "tests/run_process.h"
 #include "tests/hdf5_dataset.h"
 
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <fstream>
 #include <sstream>
 #include <tuple>
@@ -129,6 +131,73 @@ TEST(AudioLosses, MelFilterbankMatchesTorchaudio) {
     EXPECT_LE((fb - ref).abs().max().item<double>(), 1e-5 * ref.abs().max().item<double>()) << fft << " " << mels;
   }
   EXPECT_EQ(cases, 3);
+}
+
+// Odd FFT sizes as current librosa (which auraloss calls) builds them: bins at k sr / n. An older
+// grid (sr / 2 spread over the bins) differed by up to 7e-2 in the gradient at fft 1023.
+TEST(AudioLosses, MelFilterbankMatchesLibrosaForOddSizes) {
+  WAVETRAIN_REQUIRE_CLIENT(wavetrain::testing::client_importable("librosa"), "librosa is not in " WAVETRAIN_CLIENT_PYTHON);
+  const wavetrain::testing::ProcessResult r = wavetrain::testing::client_run("librosa_mel.py");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  int cases = 0;
+  for (std::string line; std::getline(lines, line); ++cases) {
+    std::istringstream in(line);
+    int64_t fft, mels;
+    double rate;
+    in >> fft >> mels >> rate;
+    std::vector<double> expected;
+    for (double v; in >> v;) expected.push_back(v);
+    const at::Tensor fb = mel_filterbank(fft, mels, rate);
+    ASSERT_EQ(static_cast<size_t>(fb.numel()), expected.size()) << fft;
+    const at::Tensor ref = at::tensor(expected, at::kDouble).view_as(fb);
+    EXPECT_LE((fb - ref).abs().max().item<double>(), 1e-10 * ref.abs().max().item<double>()) << fft << " " << mels;
+  }
+  EXPECT_EQ(cases, 3);
+}
+
+// More mel bands than the FFT resolves leaves some empty (all-zero weights): a NaN loss and gradient
+// before; refused now with the most bands that fit.
+TEST(AudioLosses, EmptyMelBandsAreRefusedWithTheMostThatFit) {
+  const at::Tensor t = at::randn({1, 8192}), p = t + 0.1 * at::randn({1, 8192});
+  StftLossOptions o{512, 128, 512};
+  o.mel_bins = 128;
+  o.sample_rate = 48000;
+  try {
+    stft_loss(p, t, o);
+    ADD_FAILURE() << "128 mel bands at fft 512 accepted";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("stft_loss: 128 mel bands at fft_size 512 and 48000 Hz leave band"), std::string::npos) << what;
+    const size_t at = what.find("at most ");
+    ASSERT_NE(at, std::string::npos) << what;
+    const int64_t fit = std::stoll(what.substr(at + 8));
+    // The bound is tight: that many bands have no empty one, one more has.
+    EXPECT_TRUE((mel_filterbank(512, fit, 48000).sum(1) > 0).all().item<bool>());
+    EXPECT_FALSE((mel_filterbank(512, fit + 1, 48000).sum(1) > 0).all().item<bool>());
+    o.mel_bins = fit;
+    const StftLossTerms ok = stft_loss(p, t, o);
+    EXPECT_TRUE(std::isfinite(ok.loss.item<double>()));
+  }
+}
+
+// A NaN in the prediction: the loss is NaN and so is every sample's gradient (before, ~90% of it
+// was finite and silently lacked the spectral-convergence term).
+TEST(AudioLosses, ANanInThePredictionMakesTheWholeGradientNan) {
+  at::manual_seed(2);
+  const at::Tensor t = at::randn({2, 1, 8192});
+  for (int64_t mel : {0, 64}) {
+    at::Tensor p = (t + 0.1 * at::randn({2, 1, 8192})).detach();
+    p[0][0][4000] = std::numeric_limits<float>::quiet_NaN();
+    p.requires_grad_();
+    StftLossOptions o;
+    o.mel_bins = mel;
+    o.sample_rate = 48000;
+    const StftLossTerms terms = stft_loss(p, t, o);
+    EXPECT_TRUE(std::isnan(terms.loss.item<double>())) << mel;
+    terms.loss.backward();
+    EXPECT_TRUE(at::isnan(p.grad()).all().item<bool>()) << mel;
+  }
 }
 
 TEST(AudioLosses, MelStftLossUsesTheFilterbank) {

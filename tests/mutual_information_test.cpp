@@ -192,6 +192,31 @@ TEST(MutualInformation, InfinitiesNanAndLowPrecision) {
   }
 }
 
+// Empty sequences: no symbols (S = 0) or no frames (T = 0), regular and modified. The CPU kernel and
+// the portable implementation agree on the scores and on both gradients, which are the occupation
+// probabilities (every px / py entry on the only path has occupation 1). Before: the CPU kernel
+// returned zero gradients at S = 0, and the portable one failed at T = 0 (index -1).
+TEST(MutualInformation, EmptySequencesAgreeAcrossImplementations) {
+  at::manual_seed(31);
+  for (const auto& [S, T] : std::vector<std::pair<int64_t, int64_t>>{{0, 4}, {3, 0}, {0, 0}}) {
+    for (bool modified : {false, true}) {
+      if (modified && T < S) continue;  // modified needs a frame per symbol
+      const at::Tensor px = at::randn({2, S, modified ? T : T + 1}, at::kDouble), py = at::randn({2, S + 1, T}, at::kDouble);
+      std::vector<MutualInformation> results;
+      for (MiImplementation impl : {MiImplementation::kCpu, MiImplementation::kPortable})
+        results.push_back(mutual_information_with_grad(px, py, std::nullopt, impl));
+      const std::string name = "S=" + std::to_string(S) + " T=" + std::to_string(T) + (modified ? " modified" : " regular");
+      EXPECT_LE(max_relative_error(results[0].scores, results[1].scores), 1e-12) << name;
+      EXPECT_LE(max_relative_error(results[0].px_grad, results[1].px_grad), 1e-12) << name;
+      EXPECT_LE(max_relative_error(results[0].py_grad, results[1].py_grad), 1e-12) << name;
+      // One path: the score is the sum of the entries on it, each with occupation 1.
+      const double on_path = results[0].px_grad.sum().item<double>() + results[0].py_grad.sum().item<double>();
+      EXPECT_NEAR(on_path, 2.0 * (S + T), 1e-12) << name;
+      if (S == 0) EXPECT_LE(max_relative_error(results[0].scores, py.select(1, 0).sum(1)), 1e-12) << name;
+    }
+  }
+}
+
 TEST(MutualInformation, ErrorsNameTheItemAndTheRule) {
   const Problem p = random_problem(2, 3, 4, false, at::kDouble, 16);
   auto message = [&](const std::function<void()>& f) {

@@ -200,6 +200,19 @@ TEST(RnntLoss, EmptyReferencesAreAllowed) {
     o.rnnt_type = type;
     EXPECT_LE(max_relative_error(rnnt_loss_simple(lm, am, symbols, o), expected), 1e-12);
     EXPECT_LE(max_relative_error(rnnt_loss(am.unsqueeze(2) + lm.unsqueeze(1), symbols, o), expected), 1e-12);
+    // And the gradients (the CPU kernel used to skip its backward when px had no elements: every
+    // gradient was 0): against autograd of the closed form.
+    const at::Tensor lm_g = lm.clone().requires_grad_(), am_g = am.clone().requires_grad_();
+    const at::Tensor lm_e = lm.clone().requires_grad_(), am_e = am.clone().requires_grad_();
+    (-at::log_softmax(am_e + lm_e, 2).select(2, 0).sum(1)).sum().backward();
+    rnnt_loss_simple(lm_g, am_g, symbols, o).sum().backward();
+    EXPECT_LE(max_relative_error(am_g.grad(), am_e.grad()), 1e-10) << static_cast<int>(type);
+    EXPECT_LE(max_relative_error(lm_g.grad(), lm_e.grad()), 1e-10) << static_cast<int>(type);
+    const at::Tensor logits = (am.unsqueeze(2) + lm.unsqueeze(1)).requires_grad_();
+    const at::Tensor logits_e = logits.detach().clone().requires_grad_();
+    rnnt_loss(logits, symbols, o).sum().backward();
+    (-at::log_softmax(logits_e, 3).select(3, 0).sum({1, 2})).sum().backward();
+    EXPECT_LE(max_relative_error(logits.grad(), logits_e.grad()), 1e-10) << static_cast<int>(type);
   }
   // The pruned path: one symbol position (0) per frame.
   o.rnnt_type = RnntType::kRegular;
@@ -209,6 +222,60 @@ TEST(RnntLoss, EmptyReferencesAreAllowed) {
   EXPECT_TRUE(at::equal(ranges, at::zeros({B, T, 1}, at::kLong)));
   const auto [am_pruned, lm_pruned] = do_rnnt_pruning(am, lm, ranges);
   EXPECT_LE(max_relative_error(rnnt_loss_pruned(am_pruned + lm_pruned, symbols, ranges, o), expected), 1e-12);
+}
+
+// Regular mode, an item with more symbols than s_range can cover in its frames (20 in 4 at s_range 3:
+// each frame advances at most 2): the ranges are widened to ceil(20 / 4) + 1 = 6 (fast_rnnt does the
+// same) and the pruned loss stays finite, never below the full loss (pruning only removes paths).
+// Before: +inf for that item, silently.
+TEST(RnntLoss, PrunedLossWidensARangeTooNarrowForAnItem) {
+  at::manual_seed(41);
+  const int64_t B = 2, T = 4, S = 20, C = 30;
+  const at::Tensor lm = at::randn({B, S + 1, C}, at::kDouble), am = at::randn({B, T, C}, at::kDouble);
+  const at::Tensor symbols = at::randint(1, C, {B, S}, at::kLong);
+  RnntOptions o;
+  o.reduction = Reduction::kNone;
+  o.boundary = at::tensor(std::vector<int64_t>{0, 0, 20, 4, 0, 0, 5, 4}, at::kLong).view({2, 4});
+  const RnntLossWithGrad simple = rnnt_loss_simple_with_grad(lm, am, symbols, o);
+  const at::Tensor ranges = get_rnnt_prune_ranges(simple.px_grad, simple.py_grad, *o.boundary, 3);
+  EXPECT_EQ(ranges.size(2), 6);
+  const auto [am_pruned, lm_pruned] = do_rnnt_pruning(am, lm, ranges);
+  const at::Tensor pruned = rnnt_loss_pruned(am_pruned + lm_pruned, symbols, ranges, o);
+  const at::Tensor full = rnnt_loss(am.unsqueeze(2) + lm.unsqueeze(1), symbols, o);
+  EXPECT_TRUE(at::isfinite(pruned).all().item<bool>()) << pruned;
+  EXPECT_TRUE((pruned >= full - 1e-9).all().item<bool>()) << pruned << full;
+}
+
+// Ranges and boundaries are checked up front with the item, the value and the rule (before: a value
+// past S silently took rows of the next item; others raised LibTorch errors with a backtrace).
+TEST(RnntLoss, PruningInputsAreValidated) {
+  at::manual_seed(42);
+  const int64_t B = 2, T = 5, S = 3, C = 6;
+  const at::Tensor lm = at::randn({B, S + 1, C}), am = at::randn({B, T, C});
+  const at::Tensor symbols = at::randint(1, C, {B, S}, at::kLong);
+  at::Tensor ranges = at::zeros({B, T, 2}, at::kLong);
+  ranges[1][2][1] = 4;
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message([&] { do_rnnt_pruning(am, lm, ranges); }),
+            "do_rnnt_pruning: ranges[1][2][1] = 4 is outside [0, S] = [0, 3] (item 1's symbol positions)");
+  RnntOptions o;
+  EXPECT_EQ(message([&] { rnnt_loss_pruned(at::randn({B, T, 2, C}), symbols, ranges, o); }),
+            "get_rnnt_logprobs_pruned: ranges[1][2][1] = 4 is outside [0, S] = [0, 3] (item 1's symbol positions)");
+  ranges[1][2][1] = -1;
+  EXPECT_EQ(message([&] { do_rnnt_pruning(am, lm, ranges); }),
+            "do_rnnt_pruning: ranges[1][2][1] = -1 is outside [0, S] = [0, 3] (item 1's symbol positions)");
+  const RnntLossWithGrad simple = rnnt_loss_simple_with_grad(lm, am, symbols, o);
+  const at::Tensor boundary = at::tensor(std::vector<int64_t>{0, 0, 3, 7, 0, 0, 3, 5}, at::kLong).view({2, 4});
+  EXPECT_EQ(message([&] { get_rnnt_prune_ranges(simple.px_grad, simple.py_grad, boundary, 2); }),
+            "get_rnnt_prune_ranges: boundary of item 0 is [0, 0, 3, 7]; it needs 0 <= s_begin <= s_end <= S = 3 and "
+            "0 <= t_begin <= t_end <= T = 5");
 }
 
 TEST(RnntLoss, ModifiedNeedsAsManyFramesAsSymbols) {

@@ -213,5 +213,29 @@ TEST(StftLossPhase, MatchesAFloat64AngleReference) {
   EXPECT_NEAR(stft_loss(p32, t32, o).phase.item<double>(), reference32, 1e-5 * reference32);
 }
 
+// Digital silence in the prediction: every bin of its spectrum is exactly zero, where atan2's
+// gradient is 0/0. The gradient is finite, and equals torch.angle's (0 through the phase at those
+// bins): the same as the loss without the phase term plus the phase's gradient from nonzero bins.
+TEST(StftLossPhase, ZeroBinsGiveAFiniteGradient) {
+  at::manual_seed(9);
+  const at::Tensor t = at::randn({1, 4096}, at::kDouble);
+  at::Tensor p = at::zeros({1, 4096}, at::kDouble);
+  p.narrow(1, 2048, 2048).copy_(0.5 * at::randn({2048}, at::kDouble));  // silence, then sound
+  StftLossOptions o = options(512, 128, 512);
+  o.w_phs = 1.0;
+  const at::Tensor pg = p.clone().requires_grad_();
+  stft_loss(pg, t, o).loss.backward();
+  EXPECT_TRUE(at::isfinite(pg.grad()).all().item<bool>());
+  // The reference: angle's gradient in float64 autograd (0 at zero bins), the rest of the loss unchanged.
+  const at::Tensor pa = p.clone().requires_grad_();
+  const at::Tensor window = at::hann_window(512, at::TensorOptions().dtype(at::kDouble));
+  auto spec = [&](const at::Tensor& x) { return at::stft(x, 512, 128, 512, window, true, "reflect", false, true, true); };
+  const at::Tensor phase = (at::angle(spec(pa)) - at::angle(spec(t))).square().mean();
+  StftLossOptions no_phase = options(512, 128, 512);
+  (stft_loss(pa, t, no_phase).loss + phase).backward();
+  EXPECT_TRUE(at::isfinite(pa.grad()).all().item<bool>());
+  EXPECT_LE((pg.grad() - pa.grad()).abs().max().item<double>(), 1e-9 * (1 + pa.grad().abs().max().item<double>()));
+}
+
 }  // namespace
 }  // namespace wavetrain::losses
