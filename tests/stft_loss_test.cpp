@@ -228,7 +228,8 @@ TEST(StftLossPhase, ZeroBinsGiveAFiniteGradient) {
   EXPECT_TRUE(at::isfinite(pg.grad()).all().item<bool>());
   // The reference: angle's gradient in float64 autograd (0 at zero bins), the rest of the loss unchanged.
   const at::Tensor pa = p.clone().requires_grad_();
-  const at::Tensor window = at::hann_window(512, at::TensorOptions().dtype(at::kDouble));
+  // The window as the loss makes it (auraloss's: float32, then converted).
+  const at::Tensor window = at::hann_window(512, at::TensorOptions().dtype(at::kFloat)).to(at::kDouble);
   auto spec = [&](const at::Tensor& x) { return at::stft(x, 512, 128, 512, window, true, "reflect", false, true, true); };
   const at::Tensor phase = (at::angle(spec(pa)) - at::angle(spec(t))).square().mean();
   StftLossOptions no_phase = options(512, 128, 512);
