@@ -29,7 +29,6 @@ class LstmDsp {
 
   void reset();
   void process(const float* in, float* out, int64_t n);
-  int64_t prewarm() const { return prewarm_; }
 
  private:
   struct Layer {

@@ -10,23 +10,14 @@ NamDsp::NamDsp(const NamFileModel& file, int64_t max_block, bool prewarm_lstm) {
   const NamFileModel& m = file.default_model();
   const std::optional<double> rate = m.sample_rate ? m.sample_rate : file.sample_rate;
   sample_rate_ = rate.value_or(48000.0);
-  if (file.architecture == "SlimmableContainer")
-    description_ = "SlimmableContainer of " + std::to_string(file.submodels.size()) + " models, playing the last (max_value " +
-                   std::to_string(file.submodels.back().max_value) + "): ";
   if (m.architecture == "WaveNet") {
     wavenet_ = std::make_unique<WaveNetDsp>(m.wavenet, m.weights, max_block);
-    int64_t layers = 0;
-    for (const NamLayerArraySpec& a : m.wavenet.arrays) layers += static_cast<int64_t>(a.layers.size());
-    description_ += "WaveNet, " + std::to_string(m.wavenet.arrays.size()) + " layer arrays, " + std::to_string(layers) + " layers, receptive field " +
-                    std::to_string(wavenet_->receptive_field()) + (m.wavenet.condition_dsp ? ", with a condition_dsp" : "");
   } else if (m.architecture == "LSTM") {
     // The plugin runs half a second of zeros through at reset.
     // The core's count: half a second at the model's rate, truncated; one sample when the file
     // gives no rate.
     const int64_t prewarm = !prewarm_lstm ? 0 : rate ? static_cast<int64_t>(0.5 * *rate) : 1;
     lstm_ = std::make_unique<LstmDsp>(m.lstm, m.weights, prewarm);
-    description_ += "LSTM " + std::to_string(m.lstm.num_layers) + "x" + std::to_string(m.lstm.hidden_size) + ", prewarmed on " +
-                    std::to_string(prewarm) + " zeros";
   } else {
     throw std::invalid_argument("NamDsp: architecture " + m.architecture + " cannot play");
   }

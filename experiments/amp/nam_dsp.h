@@ -25,14 +25,11 @@ class NamDsp {
   void process(const float* in, float* out, int64_t n);
   // The model's rate (48 kHz when the file gives none).
   double sample_rate() const { return sample_rate_; }
-  // What runs, e.g. "WaveNet (2 layer arrays, 20 layers)" or "LSTM 1x16, prewarmed 24000 samples".
-  const std::string& description() const { return description_; }
 
  private:
   std::unique_ptr<WaveNetDsp> wavenet_;
   std::unique_ptr<LstmDsp> lstm_;
   double sample_rate_ = 48000;
-  std::string description_;
 };
 
 }  // namespace wavetrain::experiments::amp
