@@ -59,6 +59,7 @@ int usage_error(const std::string& message) {
 int main(int argc, char** argv) {
   using namespace wavetrain::cli;
   wavetrain::install_stop_signal_handlers();  // before anything slow: a sweep's job may be signalled at once
+  wavetrain::die_with_parent();               // a launcher's child stops when the launcher dies (stop_protocol.h)
 
   CLI::App app{"wavetrain: train and evaluate audio models on LibTorch", "wavetrain"};
   app.set_version_flag("--version", version_text());

@@ -1,11 +1,14 @@
 // Atomic file writes; see atomic_file.h.
 #include "trainer/serialization/atomic_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
@@ -35,6 +38,15 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     }
     written += static_cast<size_t>(n);
   }
+  // Fault injection for the tests of stale temporaries: WAVETRAIN_FAULT_KILL_IN_WRITE=NAME:N kills
+  // the process (SIGKILL, no cleanup) while it writes a file named NAME for the N-th time.
+  if (const char* fault = std::getenv("WAVETRAIN_FAULT_KILL_IN_WRITE")) {
+    static int writes = 0;
+    const std::string spec = fault, name = spec.substr(0, spec.rfind(':'));
+    const size_t slash = path.rfind('/');
+    if (path.substr(slash == std::string::npos ? 0 : slash + 1) == name && ++writes == std::atoi(spec.c_str() + spec.rfind(':') + 1))
+      ::raise(SIGKILL);
+  }
   // The data must be on disk before the rename makes it visible under the final name.
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     const int err = errno;
@@ -47,6 +59,31 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     ::unlink(tmp.c_str());
     fail("rename a temporary file onto", path, err);
   }
+}
+
+bool is_atomic_temporary(const std::string& name) {
+  const std::string marker = ".tmp.";
+  if (name.size() <= marker.size() + 6 || name.compare(name.size() - 6 - marker.size(), marker.size(), marker) != 0) return false;
+  for (size_t i = name.size() - 6; i < name.size(); ++i) {
+    const char c = name[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) return false;
+  }
+  return true;
+}
+
+int remove_stale_temporaries(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return 0;
+  int removed = 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (!is_atomic_temporary(name)) continue;
+    struct stat st {};
+    const std::string path = dir + "/" + name;
+    if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::unlink(path.c_str()) == 0) ++removed;
+  }
+  ::closedir(d);
+  return removed;
 }
 
 }  // namespace wavetrain

@@ -42,6 +42,11 @@ class Launcher {
   virtual std::vector<JobEnd> wait(double max_seconds) = 0;
   // Jobs submitted that have not ended.
   virtual size_t active() const = 0;
+  // A stop request for the sweep (the launcher was sent SIGTERM or SIGUSR1): queued jobs are dropped
+  // (their indices added to `dropped`), running ones are passed `signal`. Returns whether the running
+  // jobs end with the launcher (local: they save their checkpoints and exit 75, so wait() for them)
+  // or go on without it (Slurm: a later `--resume` watches them again).
+  virtual bool stop(int /*signal*/, std::vector<size_t>& /*dropped*/) { return false; }
   // What a resumed sweep needs to find this launcher's jobs again (Slurm job ids), per job.
   virtual nlohmann::json job_record(size_t /*job*/) const { return nullptr; }
   // For a resumed sweep: jobs of an earlier launcher process that are still queued or running
@@ -52,11 +57,14 @@ class Launcher {
 
 // The full argument list of a job (see above); `resume` adds the resume override only when the
 // run has a last.ckpt. A job that starts afresh where an earlier attempt left a directory gets a
-// clean one: the old one is kept as N.attempt-M.
+// clean one: the old one is kept as N.attempt-M. Throws when a live process holds the directory
+// (run_directory.h): a running job is never moved or started twice.
 std::vector<std::string> job_arguments(const std::vector<std::string>& command, const std::filesystem::path& sweep_dir,
                                        const JobLaunch& launch);
 
-// The local launcher: `parallel` child processes at a time.
+// The local launcher: `parallel` child processes at a time, each in a process group of its own (so
+// that a stop reaches what the job started, e.g. its ranks) and dying with the launcher
+// (stop_protocol.h).
 std::unique_ptr<Launcher> make_local_launcher(const std::filesystem::path& sweep_dir, std::vector<std::string> command,
                                               int parallel);
 

@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "trainer/sweep/launcher.h"
-
-extern char** environ;
+#include "trainer/sweep/run_directory.h"
+#include "trainer/sweep/stop_protocol.h"
 
 namespace fs = std::filesystem;
 
@@ -27,6 +27,9 @@ std::vector<std::string> job_arguments(const std::vector<std::string>& command, 
   std::vector<std::string> args = command;
   args.insert(args.end(), launch.overrides.begin(), launch.overrides.end());
   args.push_back("++run.dir=" + run_dir.string());
+  if (const std::optional<long> holder = run_directory_holder(run_dir))
+    throw std::runtime_error("multirun: job " + std::to_string(launch.job) + "'s directory '" + run_dir.string() +
+                             "' is in use by process " + std::to_string(*holder) + ": it is not started again");
   if (launch.resume && fs::exists(run_dir / "checkpoints" / "last.ckpt")) {
     args.push_back("++trainer.resume=last");
   } else if (fs::exists(run_dir)) {
@@ -85,6 +88,13 @@ class LocalLauncher : public Launcher {
 
   size_t active() const override { return running_.size() + queue_.size(); }
 
+  bool stop(int signal, std::vector<size_t>& dropped) override {
+    for (const JobLaunch& l : queue_) dropped.push_back(l.job);
+    queue_.clear();
+    for (const auto& [pid, job] : running_) ::killpg(pid, signal);  // the job and whatever it started
+    return true;
+  }
+
  private:
   void start_queued() {
     while (!queue_.empty() && static_cast<int>(running_.size()) < parallel_) {
@@ -102,9 +112,18 @@ class LocalLauncher : public Launcher {
       posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
       posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+      // Its own process group; the stop signals blocked until its handlers are in place; and it
+      // dies with this process (stop_protocol.h).
+      posix_spawnattr_t attr;
+      posix_spawnattr_init(&attr);
+      posix_spawnattr_setpgroup(&attr, 0);
+      posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+      block_stop_signals(attr);
+      ChildEnvironment env;
       pid_t pid = 0;
-      const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+      const int rc = posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), env.envp());
       posix_spawn_file_actions_destroy(&actions);
+      posix_spawnattr_destroy(&attr);
       if (rc != 0) throw std::runtime_error("multirun: cannot start '" + args[0] + "': " + std::strerror(rc));
       running_[pid] = {launch.job, Clock::now()};
     }

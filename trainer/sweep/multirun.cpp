@@ -11,12 +11,14 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "trainer/config/config.h"
 #include "trainer/config/node.h"
 #include "trainer/config/yaml_io.h"
 #include "trainer/serialization/atomic_file.h"
 #include "trainer/sweep/stop_protocol.h"
+#include "trainer/sweep/run_directory.h"
 #include "trainer/sweep/run_files.h"
 #include "trainer/sweep/slurm_launcher.h"
 #include "trainer/sweep/sweep_report.h"
@@ -101,6 +103,8 @@ class Driver {
       if (j.status == "running" && !j.launcher_record.is_null()) records.emplace_back(j.index, j.launcher_record);
     const std::vector<size_t> adopted_list = launcher_->adopt(records);
     const std::set<size_t> adopted(adopted_list.begin(), adopted_list.end());
+    for (JobOutcome& j : summary_.jobs)
+      if (!adopted.count(j.index) && (j.status == "running" || j.status == "pending")) settle_earlier_attempt(j, asha);
     std::vector<sweep::JobLaunch> relaunch;  // ASHA: runs cut short by the launcher's end, continued
     for (JobOutcome& j : summary_.jobs) {
       if (scheduler) {
@@ -142,10 +146,32 @@ class Driver {
         if (j.status == "pending") launches.push_back({j.index, j.overrides, j.continue_run});
       submit(launches);
     }
+    auto next_refresh = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (launcher_->active() > 0) {
-      const std::vector<sweep::JobEnd> ended = launcher_->wait(5.0);
+      if (summary_.stopped_by == 0 && opt_.stop_requested) {
+        if (const int signal = opt_.stop_requested(); signal != 0) {
+          summary_.stopped_by = signal;
+          std::vector<size_t> dropped;
+          const bool wait_for_jobs = launcher_->stop(signal, dropped);
+          for (size_t d : dropped) summary_.jobs.at(d).status = "pending";
+          out_ << "stop requested (signal " << signal << "): "
+               << (wait_for_jobs ? "the running jobs save their checkpoints and stop"
+                                 : "the running jobs go on without this launcher")
+               << "; `wavetrain train -m --resume " << opt_.dir.string() << "` continues the sweep\n" << std::flush;
+          save();
+          if (!wait_for_jobs) break;
+        }
+      }
+      const std::vector<sweep::JobEnd> ended = launcher_->wait(1.0);  // a second: stop requests are looked at between waits
       for (const sweep::JobEnd& e : ended) {
         JobOutcome& j = summary_.jobs.at(e.job);
+        if (summary_.stopped_by != 0 && e.exit_code == kExitInterrupted) {
+          // Stopped with the sweep: to be continued from its checkpoint, as a job that was running.
+          j.seconds += e.seconds;
+          j.status = "running";
+          out_ << "[" << j.index << "] stopped with the sweep, its checkpoint saved\n" << std::flush;
+          continue;
+        }
         finish(j, e);
         if (scheduler) {
           const size_t rung = running_rung_[j.index];
@@ -170,9 +196,15 @@ class Driver {
           }
         }
       }
-      if (scheduler) fill_asha(*scheduler);
+      if (scheduler && summary_.stopped_by == 0) fill_asha(*scheduler);
+      if (ended.empty() && std::chrono::steady_clock::now() < next_refresh) continue;
+      next_refresh = std::chrono::steady_clock::now() + std::chrono::seconds(5);
       if (ended.empty()) refresh_running();
       save();
+    }
+    if (summary_.stopped_by != 0) {
+      save();
+      return summary_;
     }
     if (scheduler)
       for (JobOutcome& j : summary_.jobs) {
@@ -222,6 +254,32 @@ class Driver {
       out_ << "[" << j.index << "] started: " << join(l.overrides, " ") << "\n" << std::flush;
     }
     save();
+  }
+
+  // A job of a resumed sweep that an earlier launcher started: if a process (an orphan of a killed
+  // launcher) still holds its directory, wait for it to end; if its run then has a result.json, it
+  // finished while no launcher watched, and its result is kept (ASHA's trials go on from their
+  // checkpoints instead, since result.json may be an earlier rung's).
+  void settle_earlier_attempt(JobOutcome& j, bool asha) {
+    const fs::path run_dir = opt_.dir / std::to_string(j.index);
+    bool told = false;
+    while (const std::optional<long> holder = run_directory_holder(run_dir)) {
+      if (!told)
+        out_ << "[" << j.index << "] is still running in " << run_dir.string() << " (pid " << *holder
+             << ", started by an earlier launcher): waiting for it to end\n" << std::flush;
+      told = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (asha || !fs::is_regular_file(run_dir / "result.json")) return;
+    j.metrics = sweep::read_result_metrics(run_dir / "result.json");
+    if (j.metrics.empty()) return;  // cut short while being written: the run goes on from its checkpoint
+    j.status = "done";
+    j.exit_code = 0;
+    j.error.clear();
+    j.steps = j.metrics.value("global_step", int64_t{0});
+    j.seconds = j.metrics.value("seconds", 0.0);
+    j.objective = objective_of(j);
+    out_ << "[" << j.index << "] finished while no launcher watched it: its result.json is kept\n" << std::flush;
   }
 
   std::optional<double> objective_of(const JobOutcome& j) const {

@@ -11,7 +11,9 @@
 // the others go on, and the multirun fails at the end. `summary.json` is rewritten whenever a job
 // ends, so an interrupted multirun can be resumed (`wavetrain train -m --resume DIR`): finished
 // jobs are kept, jobs that a Slurm cluster still runs are watched again, the rest run again (the
-// directory of a failed attempt is kept as N.attempt-M). A running job's objective is read from its
+// directory of a failed attempt is kept as N.attempt-M). A job that an earlier launcher's process
+// still runs (it holds its directory's lock) is waited for, never started twice; one that finished
+// after its launcher died is recognised by its result.json. A running job's objective is read from its
 // metrics.csv as it is written; at the end a table is printed, summary.csv and summary.json are
 // written, the best job is named, and the sweep report (sweep_report.h) is written.
 //
@@ -22,6 +24,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -49,6 +52,10 @@ struct MultirunOptions {
   config::Node launcher = config::Node::null();
   int log_tail_lines = 15;            // lines of a failed job's output to print
   bool write_report = true;           // report.html at the end
+  // Polled while jobs run: the stop signal this process was sent (SIGTERM, SIGUSR1), or 0. On a
+  // request the sweep stops: queued jobs stay pending, running local jobs save their checkpoints
+  // and end (Slurm's go on), and `--resume` continues them all.
+  std::function<int()> stop_requested;
 };
 
 struct JobOutcome {
@@ -73,6 +80,7 @@ struct MultirunSummary {
   std::vector<JobOutcome> jobs;
   std::optional<size_t> best;         // index into jobs
   size_t failed = 0;
+  int stopped_by = 0;                 // the stop signal that ended the sweep early, or 0
 };
 
 // Starts a new multirun of `trials` (each job's overrides) in options.dir: writes multirun.yaml,

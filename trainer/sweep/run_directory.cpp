@@ -1,7 +1,10 @@
 // Run directories; see run_directory.h.
 #include "trainer/sweep/run_directory.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -16,6 +19,54 @@
 namespace fs = std::filesystem;
 
 namespace wavetrain {
+namespace {
+
+fs::path lock_path(const fs::path& dir) { return dir / ".wavetrain" / "lock"; }
+
+// Takes `dir`'s lock or throws naming the process that holds it. `what` starts the message.
+std::shared_ptr<const int> take_lock(const fs::path& dir, const std::string& what) {
+  std::error_code ec;
+  fs::create_directories(dir / ".wavetrain", ec);
+  if (ec) throw std::runtime_error(what + ": cannot create '" + (dir / ".wavetrain").string() + "': " + ec.message());
+  const fs::path path = lock_path(dir);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error(what + ": cannot open '" + path.string() + "': " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      const std::optional<long> pid = run_directory_holder(dir);
+      throw std::runtime_error(what + ": another wavetrain process" + (pid ? " (pid " + std::to_string(*pid) + ")" : std::string()) +
+                               " is running in it; wait for it to end or stop it first");
+    }
+    throw std::runtime_error(what + ": cannot lock '" + path.string() + "': " + std::strerror(err));
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    // The lock holds without the pid; messages then just do not name it.
+  }
+  return std::shared_ptr<const int>(new int(fd), [](const int* p) {
+    ::close(*p);
+    delete p;
+  });
+}
+
+}  // namespace
+
+std::optional<long> run_directory_holder(const fs::path& dir) {
+  const int fd = ::open(lock_path(dir).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::optional<long> holder;
+  if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {
+    ::flock(fd, LOCK_UN);
+  } else {
+    char text[32] = {};
+    const ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
+    holder = n > 0 ? std::strtol(text, nullptr, 10) : 0;
+  }
+  ::close(fd);
+  return holder;
+}
 
 RunDirectory RunDirectory::create(const fs::path& dir) {
   std::error_code ec;
@@ -25,7 +76,12 @@ RunDirectory RunDirectory::create(const fs::path& dir) {
   }
   for (int n = 0; n < 10000; ++n) {
     const fs::path candidate = n == 0 ? dir : fs::path(dir.string() + "_" + std::to_string(n));
-    if (::mkdir(candidate.c_str(), 0755) == 0) return RunDirectory(candidate);
+    if (::mkdir(candidate.c_str(), 0755) == 0) {
+      RunDirectory run(candidate);
+      run.requested_ = dir;
+      run.lock_ = take_lock(candidate, "Cannot use run directory '" + candidate.string() + "'");
+      return run;
+    }
     if (errno != EEXIST)
       throw std::runtime_error("Cannot create run directory '" + candidate.string() + "': " + std::strerror(errno));
   }
@@ -36,6 +92,9 @@ RunDirectory RunDirectory::open_existing(const fs::path& dir) {
   if (!fs::is_directory(dir / ".wavetrain"))
     throw std::runtime_error("Cannot resume in '" + dir.string() + "': it is not a wavetrain run directory (no .wavetrain/)");
   RunDirectory run(dir);
+  run.lock_ = take_lock(dir, "Cannot resume in '" + dir.string() + "'");
+  // What a killed earlier attempt was writing when it died is of no use to anyone.
+  for (const fs::path& d : {dir, dir / "checkpoints", dir / ".wavetrain"}) remove_stale_temporaries(d);
   for (int n = 1;; ++n) {
     const fs::path meta = dir / ".wavetrain" / ("resume-" + std::to_string(n));
     if (::mkdir(meta.c_str(), 0755) == 0) {
@@ -44,6 +103,14 @@ RunDirectory RunDirectory::open_existing(const fs::path& dir) {
     }
     if (errno != EEXIST) throw std::runtime_error("Cannot create '" + meta.string() + "': " + std::strerror(errno));
   }
+}
+
+RunDirectory RunDirectory::lock_existing(const fs::path& dir) {
+  if (!fs::is_directory(dir)) throw std::runtime_error("Cannot resume '" + dir.string() + "': no such directory");
+  RunDirectory run(dir);
+  run.lock_ = take_lock(dir, "Cannot resume '" + dir.string() + "'");
+  remove_stale_temporaries(dir);
+  return run;
 }
 
 RunDirectory RunDirectory::create_for(const config::Config& config) {

@@ -415,7 +415,10 @@ int run_sweep_job(const fs::path& dir, size_t job) {
   if (!srun) block_stop_signals(attr);
   const auto start = Clock::now();
   pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), environ);
+  // The run dies with this job step (stop_protocol.h); srun's tasks are children of slurmstepd,
+  // which the cluster's own process tracking ends.
+  ChildEnvironment env;
+  const int rc = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), srun ? environ : env.envp());
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
     write_status("ended", 127, earlier_seconds);
