@@ -7,8 +7,11 @@
 namespace wavetrain::experiments {
 
 void register_tasks() {
-  static const TaskRegistration amp("amp", amp::make_amp_task);
-  static const TaskRegistration asr("asr", asr::make_asr_task);
+  // Besides the keys of configs/: what `import nam` records (the model's file, config and metadata)
+  // and the loss terms and rate that configs/experiment/amp.yaml leaves at their defaults.
+  static const TaskRegistration amp("amp", amp::make_amp_task,
+                                    {"amp.sample_rate", "amp.loss.*", "model.nam_config", "nam.*"});
+  static const TaskRegistration asr("asr", asr::make_asr_task, {"decoding.method", "decoding.beam"});
 }
 
 }  // namespace wavetrain::experiments

@@ -18,6 +18,11 @@ std::map<std::string, TaskFactory>& registry() {
   return tasks;
 }
 
+std::map<std::string, std::vector<std::string>>& config_keys() {
+  static std::map<std::string, std::vector<std::string>> keys = {{"toy_regression", {"toy_regression.*"}}};
+  return keys;
+}
+
 }  // namespace
 
 std::vector<int64_t> shuffled_order(int64_t size, int64_t seed, int64_t epoch) {
@@ -36,8 +41,14 @@ double Task::metric_weight(const std::string& name, const Batch& batch) const {
   return static_cast<double>(batch.size);
 }
 
-TaskRegistration::TaskRegistration(const std::string& name, TaskFactory factory) {
+TaskRegistration::TaskRegistration(const std::string& name, TaskFactory factory, std::vector<std::string> keys) {
   registry()[name] = std::move(factory);
+  config_keys()[name] = std::move(keys);
+}
+
+std::vector<std::string> task_config_keys(const std::string& name) {
+  const auto it = config_keys().find(name);
+  return it == config_keys().end() ? std::vector<std::string>{} : it->second;
 }
 
 std::vector<std::string> task_names() {

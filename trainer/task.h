@@ -88,10 +88,15 @@ class Task {
 
 using TaskFactory = std::function<std::unique_ptr<Task>(const config::Config&)>;
 
-// Registers a task under `name` when the program starts.
+// Registers a task under `name` when the program starts. `config_keys` are the keys the task reads
+// that no built-in config file sets ("amp.sample_rate", or "nam.*" for a whole section): with the
+// built-in files' keys they are what a config may hold (config/known_keys.h).
 struct TaskRegistration {
-  TaskRegistration(const std::string& name, TaskFactory factory);
+  TaskRegistration(const std::string& name, TaskFactory factory, std::vector<std::string> config_keys = {});
 };
+
+// The config_keys a task was registered with (none for an unknown name).
+std::vector<std::string> task_config_keys(const std::string& name);
 
 // Throws config::ConfigError naming the known tasks when `name` is not one of them.
 std::unique_ptr<Task> make_task(const std::string& name, const config::Config& cfg);

@@ -35,16 +35,27 @@
 namespace wavetrain {
 namespace {
 
+// A number that must be finite and >= 0 (a learning rate, a decay, a clipping threshold): NaN and
+// infinities are refused here, naming the key and where it was set, instead of deep in LibTorch or
+// not at all.
+double non_negative(const config::Config& cfg, const std::string& key, double fallback) {
+  const double v = cfg.get_float(key, fallback);
+  if (!std::isfinite(v) || v < 0)
+    throw config::ConfigError(key + "=" + config::format_float(v) + " (" + cfg.value(key).origin().str() +
+                              "): expected a finite number >= 0");
+  return v;
+}
+
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::Config& cfg, std::vector<at::Tensor> params) {
   const std::string name = cfg.get_string("optimizer.name", "adam");
-  const double lr = cfg.get_float("optimizer.lr", 1e-3);
-  const double weight_decay = cfg.get_float("optimizer.weight_decay", 0.0);
+  const double lr = non_negative(cfg, "optimizer.lr", 1e-3);
+  const double weight_decay = non_negative(cfg, "optimizer.weight_decay", 0.0);
   if (name == "adam") return std::make_unique<FusedAdam>(params, torch::optim::AdamOptions(lr).weight_decay(weight_decay));
   if (name == "adamw")
     return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(lr).weight_decay(weight_decay));
   if (name == "sgd")
     return std::make_unique<torch::optim::SGD>(
-        params, torch::optim::SGDOptions(lr).momentum(cfg.get_float("optimizer.momentum", 0.0)).weight_decay(weight_decay));
+        params, torch::optim::SGDOptions(lr).momentum(non_negative(cfg, "optimizer.momentum", 0.0)).weight_decay(weight_decay));
   throw config::ConfigError("optimizer.name='" + name + "' is not an optimizer: expected adam, adamw or sgd");
 }
 
@@ -52,12 +63,12 @@ LrScheduleOptions schedule_options(const config::Config& cfg) {
   LrScheduleOptions o;
   o.name = cfg.get_string("scheduler.name", o.name);
   o.interval = cfg.get_string("scheduler.interval", o.interval);
-  o.gamma = cfg.get_float("scheduler.gamma", o.gamma);
+  o.gamma = non_negative(cfg, "scheduler.gamma", o.gamma);
   o.step_size = cfg.get_int("scheduler.step_size", o.step_size);
   o.warmup = cfg.get_int("scheduler.warmup", o.warmup);
-  o.warmup_start_factor = cfg.get_float("scheduler.warmup_start_factor", o.warmup_start_factor);
+  o.warmup_start_factor = non_negative(cfg, "scheduler.warmup_start_factor", o.warmup_start_factor);
   o.total = cfg.get_int("scheduler.total", o.total);
-  o.min_lr = cfg.get_float("scheduler.min_lr", o.min_lr);
+  o.min_lr = non_negative(cfg, "scheduler.min_lr", o.min_lr);
   return o;
 }
 
@@ -107,6 +118,33 @@ double find_metric(const Metrics& m, const std::string& name) {
   for (const auto& [k, v] : m)
     if (k == name) return v;
   return NAN;
+}
+
+// Top-k checkpoints are named epoch=E-step=S-<metric>=<value>.ckpt, the metric's '/' written '_'.
+std::string top_k_metric(const std::string& monitor) {
+  std::string name = monitor;
+  for (char& c : name)
+    if (c == '/') c = '_';
+  return name;
+}
+
+// The top-k checkpoints of `monitor` in `dir`, as earlier attempts of the run left them.
+std::vector<std::pair<double, std::filesystem::path>> kept_top_k(const std::filesystem::path& dir, const std::string& monitor) {
+  std::vector<std::pair<double, std::filesystem::path>> kept;
+  const std::string marker = "-" + top_k_metric(monitor) + "=", suffix = ".ckpt";
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const size_t at = name.rfind(marker);
+    if (name.rfind("epoch=", 0) != 0 || at == std::string::npos || name.size() < suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    const std::string value = name.substr(at + marker.size(), name.size() - suffix.size() - at - marker.size());
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (!value.empty() && end == value.c_str() + value.size()) kept.emplace_back(v, entry.path());
+  }
+  return kept;
 }
 
 }  // namespace
@@ -209,14 +247,14 @@ FitResult Trainer::fit() {
   const std::string monitor = cfg_.get_string("trainer.monitor", "");
   const std::string mode = cfg_.get_string("trainer.mode", "min");
   const int64_t accumulate = cfg_.get_int("trainer.accumulate_grad_batches", 1);
-  const double clip = cfg_.get_float("trainer.gradient_clip_val", 0.0);
+  const double clip = non_negative(cfg_, "trainer.gradient_clip_val", 0.0);
   const std::string clip_algorithm = cfg_.get_string("trainer.gradient_clip_algorithm", "norm");
   const std::string on_nonfinite = cfg_.get_string("trainer.on_nonfinite", "stop");
   const bool fast_dev_run = cfg_.get_bool("trainer.fast_dev_run", false);
   const double max_time = max_time_seconds(cfg_);
   const std::string stop_monitor = cfg_.get_string("trainer.early_stopping.monitor", "");
   const int64_t patience = cfg_.get_int("trainer.early_stopping.patience", 3);
-  const double min_delta = cfg_.get_float("trainer.early_stopping.min_delta", 0.0);
+  const double min_delta = non_negative(cfg_, "trainer.early_stopping.min_delta", 0.0);
   const std::string stop_mode = cfg_.get_string("trainer.early_stopping.mode", "min");
   if (batch_size < 1) throw config::ConfigError("trainer.batch_size must be >= 1");
   if (accumulate < 1) throw config::ConfigError("trainer.accumulate_grad_batches must be >= 1");
@@ -302,9 +340,16 @@ FitResult Trainer::fit() {
   const int64_t val_batches =
       fast_dev_run ? 1 : limited(cfg_, "trainer.limit_val_batches", (n_val + batch_size - 1) / batch_size);
   const int64_t steps_per_epoch = (batches + accumulate - 1) / accumulate;
+  // epochs x steps must count in 64 bits; beyond that only max_steps can be the limit.
+  int64_t epoch_steps = 0;
+  const bool epoch_steps_overflow = epochs > 0 && __builtin_mul_overflow(epochs, steps_per_epoch, &epoch_steps);
+  if (epoch_steps_overflow && !(max_steps > 0 && !fast_dev_run))
+    throw config::ConfigError("trainer.max_epochs=" + std::to_string(max_epochs) + ": " + std::to_string(max_epochs) + " epochs of " +
+                              std::to_string(steps_per_epoch) + " steps are more steps than can be counted (2^63 - 1); "
+                              "give a smaller number, or a trainer.max_steps");
   const int64_t total_steps = max_steps > 0 && !fast_dev_run
-                                  ? (epochs > 0 ? std::min(max_steps, epochs * steps_per_epoch) : max_steps)
-                                  : epochs * steps_per_epoch;
+                                  ? (epochs > 0 && !epoch_steps_overflow ? std::min(max_steps, epoch_steps) : max_steps)
+                                  : epoch_steps;
   // val_check_interval: a float is a fraction of an epoch's steps, an int a number of global steps.
   int64_t val_every = 0;
   bool val_every_global = false;
@@ -436,6 +481,12 @@ FitResult Trainer::fit() {
   const StopSignalScope stop_scope;  // SIGTERM now stops the loop at a step instead of the process
   int64_t last_validation_step = -1;
   std::vector<std::pair<double, std::filesystem::path>> top_k;  // best first
+  const auto better = [&](double a, double b) { return mode == "min" ? a < b : a > b; };
+  // A resumed run goes on with the top-k files that earlier attempts kept, so that it keeps k in all.
+  if (resuming && writer && !monitor.empty() && save_top_k > 0) {
+    top_k = kept_top_k(ckpt_dir, monitor);
+    std::stable_sort(top_k.begin(), top_k.end(), [&](const auto& a, const auto& b) { return better(a.first, b.first); });
+  }
 
   // Validation over the whole split (each batch weighted by its size), then what hangs on it:
   // logs, the monitored best and top-k checkpoints, early stopping. `consumed` batches of `epoch`
@@ -475,7 +526,6 @@ FitResult Trainer::fit() {
       const double v = find_metric(val, monitor);
       if (std::isnan(v))
         throw config::ConfigError("trainer.monitor='" + monitor + "' is not a validation metric of this task");
-      const auto better = [&](double a, double b) { return mode == "min" ? a < b : a > b; };
       const bool new_best = std::isnan(best_value) || better(v, best_value);
       if (new_best) {
         best_value = v;
@@ -486,16 +536,15 @@ FitResult Trainer::fit() {
         const TrainingState state = capture(consumed >= batches ? epoch + 1 : epoch, consumed >= batches ? 0 : consumed, result.last);
         if (new_best && writer) Checkpoint::save((ckpt_dir / "best.ckpt").string(), state);
         if (enters_top_k) {
-          std::string metric_name = monitor;
-          for (char& c : metric_name)
-            if (c == '/') c = '_';
           const std::filesystem::path file = ckpt_dir / ("epoch=" + std::to_string(epoch + 1) + "-step=" + std::to_string(step) +
-                                                         "-" + metric_name + "=" + config::format_float(v) + ".ckpt");
+                                                         "-" + top_k_metric(monitor) + "=" + config::format_float(v) + ".ckpt");
           if (writer) Checkpoint::save(file.string(), state);
+          // A resumed run that repeats a step an earlier attempt saved writes the same file again.
+          top_k.erase(std::remove_if(top_k.begin(), top_k.end(), [&](const auto& e) { return e.second == file; }), top_k.end());
           top_k.emplace_back(v, file);
           std::stable_sort(top_k.begin(), top_k.end(), [&](const auto& a, const auto& b) { return better(a.first, b.first); });
           while (static_cast<int64_t>(top_k.size()) > save_top_k) {
-            std::filesystem::remove(top_k.back().second);
+            if (writer) std::filesystem::remove(top_k.back().second);
             top_k.pop_back();
           }
         }

@@ -26,6 +26,26 @@ std::string last_part(const std::string& path) {
   return dot == std::string::npos ? path : path.substr(dot + 1);
 }
 
+bool is_number(const Node& n) {
+  return n.kind() == Node::Kind::Int || n.kind() == Node::Kind::Float || n.kind() == Node::Kind::Bool;
+}
+
+// Python compares an int with a float exactly (2**53 + 1 != 2.0**53), and a bool as 0 or 1.
+bool numbers_equal(const Node& a, const Node& b) {
+  const auto as_int = [](const Node& n) {
+    return n.kind() == Node::Kind::Bool ? int64_t(n.bool_value()) : n.int_value();
+  };
+  if (a.kind() != Node::Kind::Float && b.kind() != Node::Kind::Float) return as_int(a) == as_int(b);
+  if (a.kind() == Node::Kind::Float && b.kind() == Node::Kind::Float) return a.float_value() == b.float_value();
+  const double x = a.kind() == Node::Kind::Float ? a.float_value() : b.float_value();
+  const int64_t i = a.kind() == Node::Kind::Float ? as_int(b) : as_int(a);
+  // Doubles at or past ±2^63 are outside int64; NaN and the infinities fail the range test too.
+  if (!(x >= -9223372036854775808.0 && x < 9223372036854775808.0) || x != std::trunc(x)) return false;
+  return static_cast<int64_t>(x) == i;
+}
+
+}  // namespace
+
 // "\nDid you mean trainer.seed?" for an unknown key, or "" when nothing is close. In order:
 //   1. keys whose last part is the unknown key's last part, at any depth (`seed` -> trainer.seed),
 //      nearest full path first;
@@ -75,25 +95,6 @@ std::string did_you_mean(const Node& config, const std::string& key) {
   return "\nDid you mean one of: " + list + "?";
 }
 
-bool is_number(const Node& n) {
-  return n.kind() == Node::Kind::Int || n.kind() == Node::Kind::Float || n.kind() == Node::Kind::Bool;
-}
-
-// Python compares an int with a float exactly (2**53 + 1 != 2.0**53), and a bool as 0 or 1.
-bool numbers_equal(const Node& a, const Node& b) {
-  const auto as_int = [](const Node& n) {
-    return n.kind() == Node::Kind::Bool ? int64_t(n.bool_value()) : n.int_value();
-  };
-  if (a.kind() != Node::Kind::Float && b.kind() != Node::Kind::Float) return as_int(a) == as_int(b);
-  if (a.kind() == Node::Kind::Float && b.kind() == Node::Kind::Float) return a.float_value() == b.float_value();
-  const double x = a.kind() == Node::Kind::Float ? a.float_value() : b.float_value();
-  const int64_t i = a.kind() == Node::Kind::Float ? as_int(b) : as_int(a);
-  // Doubles at or past ±2^63 are outside int64; NaN and the infinities fail the range test too.
-  if (!(x >= -9223372036854775808.0 && x < 9223372036854775808.0) || x != std::trunc(x)) return false;
-  return static_cast<int64_t>(x) == i;
-}
-
-}  // namespace
 
 bool equal_as_hydra(const Node& a, const Node& b) {
   if (is_number(a) && is_number(b)) return numbers_equal(a, b);

@@ -19,4 +19,8 @@ void apply_value(Node& config, const Override& o);
 // strings only to strings, lists item by item, dicts by key whatever the order.
 bool equal_as_hydra(const Node& a, const Node& b);
 
+// "\nDid you mean trainer.seed?" for a `key` that `config` does not have, naming its nearest keys
+// (the same last part at any depth first, then near spellings); "" when none is close.
+std::string did_you_mean(const Node& config, const std::string& key);
+
 }  // namespace wavetrain::config
