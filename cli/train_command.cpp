@@ -32,6 +32,7 @@
 #include "trainer/distributed_env.h"
 #include "trainer/sweep/multirun.h"
 #include "trainer/sweep/search_space.h"
+#include "trainer/config/known_keys.h"
 #include "trainer/stop_signal.h"
 #include "trainer/task.h"
 #include "trainer/threads.h"
@@ -138,26 +139,15 @@ int spawn_local_ranks(const TrainOptions& opt, int ranks, std::chrono::seconds g
 
   std::map<pid_t, int> rank_of;
   for (int r = 0; r < ranks; ++r) {
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) {
-      const std::string var = *e;
-      const std::string name = var.substr(0, var.find('='));
-      if (name != "RANK" && name != "WORLD_SIZE" && name != "LOCAL_RANK" && name != "MASTER_ADDR" && name != "MASTER_PORT")
-        env.push_back(var);
-    }
-    for (const std::string& v : {"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(ranks),
-                                 "LOCAL_RANK=" + std::to_string(r), std::string("MASTER_ADDR=127.0.0.1"),
-                                 "MASTER_PORT=" + std::to_string(port)})
-      env.push_back(v);
-    std::vector<char*> envp;
-    for (std::string& v : env) envp.push_back(v.data());
-    envp.push_back(nullptr);
+    // Each rank dies with this process (stop_protocol.h): a killed launcher leaves no rank behind.
+    ChildEnvironment env({"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(ranks), "LOCAL_RANK=" + std::to_string(r),
+                          "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)});
     // The ranks start with the stop signals blocked (trainer/sweep/stop_protocol.h).
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
     block_stop_signals(attr);
     pid_t pid = 0;
-    const int rc = posix_spawn(&pid, argv[0], nullptr, &attr, argv.data(), envp.data());
+    const int rc = posix_spawn(&pid, argv[0], nullptr, &attr, argv.data(), env.envp());
     posix_spawnattr_destroy(&attr);
     if (rc != 0) throw std::runtime_error("cannot start rank " + std::to_string(r) + ": " + std::strerror(rc));
     rank_of[pid] = r;
@@ -203,6 +193,16 @@ int spawn_local_ranks(const TrainOptions& opt, int ranks, std::chrono::seconds g
   }
   if (failed) return kExitFailure;
   return interrupted == ranks ? kExitInterrupted : kExitOk;
+}
+
+// A composed config's keys that no part of the run reads (a file's `trainer.max_epoch`) are refused
+// before anything is written, as an unknown command-line key is (trainer/config/known_keys.h).
+void check_config_keys(const config::Node& composed, const std::vector<std::string>& dirs) {
+  config::KnownKeys known;
+  known.add_config_dir(dirs.back());  // the built-in configs/ (or WAVETRAIN_CONFIG_DIR in its place)
+  if (const config::Node* task = composed.find("task"); task && task->kind() == config::Node::Kind::String)
+    for (const std::string& key : task_config_keys(task->string_value())) known.add(key);
+  config::check_known_keys(composed, known);
 }
 
 // sweep.* and launcher.* of a composed config, checked.
@@ -261,8 +261,11 @@ int run_train(const TrainOptions& opt) {
     MultirunOptions m;
     m.dir = opt.resume;
     m.parallel = opt.parallel;
+    const RunDirectory sweep_dir = RunDirectory::lock_existing(opt.resume);  // one launcher per sweep
+    const StopSignalScope stop_scope;  // SIGTERM stops the sweep in order (multirun.h)
+    m.stop_requested = stop_signal_received;
     const MultirunSummary s = resume_multirun(m, std::cout);
-    return s.failed ? kExitFailure : kExitOk;
+    return s.stopped_by ? kExitInterrupted : s.failed ? kExitFailure : kExitOk;
   }
 
   if (opt.multirun || opt.info == "jobs") {
@@ -292,7 +295,7 @@ int run_train(const TrainOptions& opt) {
     }
     // Everything that can be checked is checked before anything is written or submitted: every
     // job composes, the launcher's options and programs are there, the objective is a metric.
-    for (const auto& job : trials) config::compose({dirs, opt.config_name, job});
+    for (const auto& job : trials) check_config_keys(config::compose({dirs, opt.config_name, job}).config, dirs);
     if (m.strategy == "asha") {
       std::vector<std::string> first = trials.front();
       first.push_back("++" + m.asha_resource + "=" + std::to_string(m.asha.max_resource));
@@ -305,8 +308,10 @@ int run_train(const TrainOptions& opt) {
     const RunDirectory dir = RunDirectory::create(pattern);
     m.dir = dir.path();
     m.command = job_command(opt);
+    const StopSignalScope stop_scope;  // SIGTERM stops the sweep in order (multirun.h)
+    m.stop_requested = stop_signal_received;
     const MultirunSummary s = run_multirun(trials, m, std::cout);
-    return s.failed ? kExitFailure : kExitOk;
+    return s.stopped_by ? kExitInterrupted : s.failed ? kExitFailure : kExitOk;
   }
 
   const config::Composition composition = config::compose({dirs, opt.config_name, opt.overrides});
@@ -321,6 +326,7 @@ int run_train(const TrainOptions& opt) {
   }
 
   const std::string task = cfg.get_string("task");  // ??? fails here, naming the key
+  check_config_keys(composition.config, dirs);
   const std::optional<DistributedEnv> dist = distributed_env([](const std::string& name) -> std::optional<std::string> {
     const char* v = std::getenv(name.c_str());
     return v ? std::optional<std::string>(v) : std::nullopt;
@@ -385,7 +391,13 @@ int run_train(const TrainOptions& opt) {
     if (group && group->rank() != 0) return RunDirectory::attach(group->get("wavetrain/run_dir"));
     RunDirectory r = resume == "last" || resume == "best" ? RunDirectory::open_existing(cfg.get_string("run.dir"))
                                                           : RunDirectory::create_for(cfg);
+    // A taken run.dir is never written into: the run goes beside it, and says so first thing.
+    const std::string moved = r.requested() == r.path() ? ""
+                              : "note: run.dir '" + r.requested().string() + "' is taken by an earlier run; this run writes to '" +
+                                    r.path().string() + "' (continue the earlier one with trainer.resume=last)";
+    if (!moved.empty()) std::cerr << "wavetrain: " << moved << "\n";
     r.record(cfg, opt.overrides, command_line_text(opt));
+    if (!moved.empty()) r.log(moved);
     record_environment(r, device, amp);
     if (group) {
       r.log("distributed: " + std::to_string(group->size()) + " ranks (" + dist->launcher + "), master " +
@@ -395,7 +407,18 @@ int run_train(const TrainOptions& opt) {
     std::cerr << "run directory: " << r.path().string() << "\n";
     return r;
   }();
-  const FitResult fitted = Trainer(cfg, run, device, amp, group.get()).fit();
+  // A run's failure (a full disk, a bad batch) is in its log too, not only on the terminal.
+  const FitResult fitted = [&] {
+    try {
+      return Trainer(cfg, run, device, amp, group.get()).fit();
+    } catch (const std::exception& e) {
+      if (!group || group->rank() == 0) try {
+          run.log(std::string("error: ") + e.what());
+        } catch (const std::exception&) {  // the log itself cannot be written: the terminal has it
+        }
+      throw;
+    }
+  }();
   if (fitted.interrupted_by != 0) {
     if (!group || group->rank() == 0)
       std::cerr << "stopped by " << stop_signal_name(fitted.interrupted_by) << " at step " << fitted.global_step
