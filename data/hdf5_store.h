@@ -5,7 +5,8 @@
 //
 // DatasetWriter builds the file under a temporary name beside the target and renames it into place
 // only in finish(), after marking it complete; an interrupted build (exception, kill) leaves the
-// target as it was. DatasetReader refuses a file without the completion mark, reads single items
+// target as it was. A failed write (full disk, quota, file size limit) or create (permission) is
+// one StoreError naming the target and the system's reason, and the temporary is removed. DatasetReader refuses a file without the completion mark, reads single items
 // by hyperslab with an LRU cache of decoded items, and may be shared by several threads.
 #pragma once
 
@@ -61,13 +62,16 @@ class DatasetWriter {
   struct Field;
   void flush(Field& f);
   Field& field(const std::string& split, const std::string& name, const at::Tensor& like);
+  // Throws a StoreError naming `path_` and the system's reason for the HDF5 call that just failed
+  // (`doing` says what it was writing), after abandoning the file (hdf5_store.cpp says how).
+  [[noreturn]] void write_failed(const std::string& doing, std::optional<std::string> known_reason = std::nullopt);
 
   std::string path_, temporary_, command_;
   int64_t file_ = -1;
   std::map<std::string, std::map<std::string, std::unique_ptr<Field>>> splits_;
   std::map<std::string, int64_t> items_;
   std::map<std::string, AttributeValue> attributes_;
-  bool finished_ = false;
+  bool finished_ = false, abandoned_ = false;
 };
 
 // Opening runs HDF5 over the file's structure in a child process first (a "probe"): HDF5 1.10

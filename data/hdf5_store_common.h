@@ -5,6 +5,8 @@
 
 #include <hdf5.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -26,20 +28,60 @@ inline hid_t native_type(at::ScalarType t) {
   }
 }
 
+// By class, size and sign, not by equality with a native type: a big-endian float32 (h5py's ">f4")
+// is float32 too, and H5Dread converts it to the native order.
 inline std::optional<at::ScalarType> scalar_type_of(hid_t type) {
-  for (at::ScalarType t : {at::kFloat, at::kDouble, at::kLong, at::kInt, at::kShort, at::kByte})
-    if (H5Tequal(type, native_type(t)) > 0) return t;
-  return std::nullopt;
+  const size_t bytes = H5Tget_size(type);
+  switch (H5Tget_class(type)) {
+    case H5T_FLOAT:
+      if (bytes == 4) return at::kFloat;
+      if (bytes == 8) return at::kDouble;
+      return std::nullopt;
+    case H5T_INTEGER:
+      if (H5Tget_sign(type) == H5T_SGN_NONE) return bytes == 1 ? std::optional<at::ScalarType>(at::kByte) : std::nullopt;
+      if (bytes == 8) return at::kLong;
+      if (bytes == 4) return at::kInt;
+      if (bytes == 2) return at::kShort;
+      return std::nullopt;
+    default:
+      return std::nullopt;
+  }
 }
 
 
 // HDF5 prints its error stack to stderr by default; errors here become exceptions instead.
+//
+// HDF5's exit-time cleanup is turned off (H5dont_atexit, which only works before the library's
+// first call). HDF5 1.10.8 frees a file whose close fails (a full disk while it flushes) but keeps
+// its identifier (HDFFV-11052, fixed in 1.14.1); its atexit handler then closes that identifier
+// again and crashes (`wavetrain data amp` on a full disk: the error, then SIGSEGV in
+// H5F__close_cb). Nothing is lost without the handler: the writer closes its file explicitly
+// (finish()) or abandons a failed one on purpose, and files open for reading need no flush.
 inline void silence_hdf5() {
   static const bool done = [] {
+    (void)H5dont_atexit();  // fails harmlessly when something in the process called HDF5 first
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
     return true;
   }();
   (void)done;
+}
+
+// The operating system's reason for HDF5's last failure ("No space left on device", "Permission
+// denied"): HDF5's file driver records the errno of a failed open or write in its error stack
+// ("..., errno = 28, error message = ..."). Empty when no system call failed. Call it right after
+// the failing HDF5 call: the next API call clears the stack.
+inline std::string system_reason() {
+  int error = 0;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_DOWNWARD,
+      [](unsigned, const H5E_error2_t* e, void* data) -> herr_t {
+        int& found = *static_cast<int*>(data);
+        const char* at = e->desc != nullptr ? std::strstr(e->desc, "errno = ") : nullptr;
+        if (found == 0 && at != nullptr) found = std::atoi(at + 8);
+        return 0;
+      },
+      &error);
+  return error > 0 ? std::strerror(error) : std::string();
 }
 
 // Closes an HDF5 identifier at the end of its scope, so that an error thrown anywhere on the way

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -29,40 +30,96 @@ using namespace store_detail;
 constexpr hsize_t kMaxMembers = 1u << 16;          // splits in a store, fields in a split
 constexpr int64_t kMaxItems = int64_t{1} << 28;    // items in a split
 constexpr int64_t kMaxItemBytes = int64_t{1} << 30;  // one field of one item, decoded
+// The sample_rate attribute: positive, and at most 1 MHz. Audio goes to 768 kHz; a higher rate is
+// a wrong unit or a damaged value, and would size windows and filters absurdly.
+constexpr double kMaxSampleRate = 1e6;
 
-// HDF5 1.10.8 trusts a chunked dataset's chunk size when it copies out of a decoded chunk: a file
-// that claims larger chunks than were written made H5Dread read past the decoded buffer (fuzzing,
-// docs/fuzzing.md). A store holds every chunk of its grid, so the index must hold exactly as many
-// chunks as the extent and the chunk size make, each found at its grid coordinate; chunks written
-// with another size lie elsewhere. Cost: one index lookup per chunk (256 KB of data), at open.
-std::string chunk_grid_problem(hid_t dataset) {
+// "float16", "int8", "string", ... for an error message.
+std::string type_text(hid_t type) {
+  const size_t bytes = H5Tget_size(type);
+  switch (H5Tget_class(type)) {
+    case H5T_FLOAT: return "float" + std::to_string(8 * bytes);
+    case H5T_INTEGER: return (H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(8 * bytes) +
+                             (H5Tget_order(type) == H5T_ORDER_BE ? " (big-endian)" : "");
+    case H5T_STRING: return "string";
+    case H5T_COMPOUND: return "compound";
+    default: return "an HDF5 type of class " + std::to_string(static_cast<int>(H5Tget_class(type)));
+  }
+}
+
+// What a dataset declares must be in the file, checked before anything is allocated for it: an
+// outside audit's store declared 2^28 samples in a 249 KB file, and reading them allocated 1 GiB
+// for fill values. By layout:
+// - contiguous: the bytes (values x type size) lie inside the file; no external files (HDF5 would
+//   open another file);
+// - compact: the stored bytes hold every value;
+// - chunked: HDF5 1.10.8 trusts a chunked dataset's chunk size when it copies out of a decoded
+//   chunk: a file that claims larger chunks than were written made H5Dread read past the decoded
+//   buffer (fuzzing, docs/fuzzing.md). A store holds every chunk of its grid, so the index must
+//   hold exactly as many chunks as the extent and the chunk size make, each found at its grid
+//   coordinate and lying inside the file; chunks written with another size lie elsewhere. A chunk
+//   decodes to at most kMaxItemBytes. Cost: one index lookup per chunk (256 KB of data), at open.
+// `name` is the dataset's ("data", "offsets") for the message.
+std::string storage_problem(hid_t dataset, const char* name, uint64_t file_size) {
+  const std::string its = std::string("its ") + name;
   const Handle create(H5Dget_create_plist(dataset), H5Pclose);
-  if (H5Pget_layout(create.get()) != H5D_CHUNKED) return {};
   const Handle space(H5Dget_space(dataset), H5Sclose);
+  const Handle type(H5Dget_type(dataset), H5Tclose);
   const int rank = H5Sget_simple_extent_ndims(space.get());
-  if (rank < 1 || rank > H5S_MAX_RANK) return "its data has " + std::to_string(rank) + " dimensions";
+  if (rank < 1 || rank > H5S_MAX_RANK) return its + " has " + std::to_string(rank) + " dimensions";
   std::vector<hsize_t> dims(static_cast<size_t>(rank)), chunk(static_cast<size_t>(rank)), cells_per_dim(static_cast<size_t>(rank));
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-  if (H5Pget_chunk(create.get(), rank, chunk.data()) != rank) return "its chunk size cannot be read (damaged?)";
+  const size_t type_size = H5Tget_size(type.get());
+  if (type_size == 0 || type_size > 16) return its + " has values of " + std::to_string(type_size) + " bytes";
+  // Declared bytes, saturating at 2^64 - 1.
+  hsize_t values = 1, bytes = 0;
+  for (const hsize_t d : dims)
+    if (__builtin_mul_overflow(values, d, &values)) values = ~hsize_t{0};
+  if (__builtin_mul_overflow(values, static_cast<hsize_t>(type_size), &bytes)) bytes = ~hsize_t{0};
+  const std::string declared = its + " declares " + std::to_string(values) + " values (" + std::to_string(bytes) + " bytes)";
+  const H5D_layout_t layout = H5Pget_layout(create.get());
+  if (layout == H5D_CONTIGUOUS) {
+    if (H5Pget_external_count(create.get()) != 0) return its + " is stored in external files, which a store never uses";
+    if (values == 0) return {};
+    const haddr_t at = H5Dget_offset(dataset);
+    if (at == HADDR_UNDEF) return declared + " but none were written (damaged?)";
+    if (at > file_size || bytes > file_size - at)
+      return declared + " at byte " + std::to_string(at) + ", past the end of the file (" + std::to_string(file_size) + " bytes; damaged?)";
+    return {};
+  }
+  if (layout == H5D_COMPACT) {
+    if (H5Dget_storage_size(dataset) < bytes) return declared + " in a compact layout that holds " + std::to_string(H5Dget_storage_size(dataset)) + " bytes (damaged?)";
+    return {};
+  }
+  if (layout != H5D_CHUNKED) return its + " has a storage layout a store does not use";
+  if (H5Pget_chunk(create.get(), rank, chunk.data()) != rank) return its + ": chunk size cannot be read (damaged?)";
+  hsize_t chunk_bytes = type_size;
+  for (const hsize_t c : chunk)
+    if (__builtin_mul_overflow(chunk_bytes, c, &chunk_bytes)) chunk_bytes = ~hsize_t{0};
+  if (chunk_bytes > static_cast<hsize_t>(kMaxItemBytes))
+    return its + ": chunks of " + std::to_string(chunk_bytes) + " bytes, more than " + std::to_string(kMaxItemBytes) + " (damaged?)";
   hsize_t cells = 1;
   for (size_t d = 0; d < dims.size(); ++d) {
-    if (chunk[d] == 0) return "its chunk size is 0 in dimension " + std::to_string(d) + " (damaged?)";
+    if (chunk[d] == 0) return its + ": chunk size is 0 in dimension " + std::to_string(d) + " (damaged?)";
     cells_per_dim[d] = dims[d] / chunk[d] + (dims[d] % chunk[d] != 0);
-    if (__builtin_mul_overflow(cells, cells_per_dim[d], &cells)) return "its chunk grid has more than 2^64 chunks (damaged?)";
+    if (__builtin_mul_overflow(cells, cells_per_dim[d], &cells)) return its + ": chunk grid has more than 2^64 chunks (damaged?)";
   }
   hsize_t stored = 0;  // (1.10.8 takes no H5S_ALL here)
-  if (H5Dget_num_chunks(dataset, space.get(), &stored) < 0) return "its chunk index cannot be read (damaged?)";
+  if (H5Dget_num_chunks(dataset, space.get(), &stored) < 0) return its + ": chunk index cannot be read (damaged?)";
   if (stored != cells)
-    return "its chunk index holds " + std::to_string(stored) + " chunks where its size and chunk size make " + std::to_string(cells) +
-           " (damaged?)";
+    return (std::string(name) == "data" ? "its" : its + ":") + " chunk index holds " + std::to_string(stored) +
+           " chunks where its size and chunk size make " + std::to_string(cells) + " (damaged?)";
   std::vector<hsize_t> cell(static_cast<size_t>(rank), 0), offset(static_cast<size_t>(rank));
   for (hsize_t n = 0; n < cells; ++n) {
     for (size_t d = 0; d < dims.size(); ++d) offset[d] = cell[d] * chunk[d];
     haddr_t address = HADDR_UNDEF;
-    hsize_t bytes = 0;
     unsigned filters = 0;
-    if (H5Dget_chunk_info_by_coord(dataset, offset.data(), &filters, &address, &bytes) < 0 || address == HADDR_UNDEF)
-      return "no chunk at row " + std::to_string(offset[0]) + " of its chunk grid (written with another chunk size? damaged)";
+    hsize_t stored_bytes = 0;
+    if (H5Dget_chunk_info_by_coord(dataset, offset.data(), &filters, &address, &stored_bytes) < 0 || address == HADDR_UNDEF)
+      return "no chunk at row " + std::to_string(offset[0]) + " of " + its + "'s chunk grid (written with another chunk size? damaged)";
+    if (address > file_size || stored_bytes > file_size - address)
+      return its + ": the chunk at row " + std::to_string(offset[0]) + " (" + std::to_string(stored_bytes) + " bytes at byte " +
+             std::to_string(address) + ") runs past the end of the file (" + std::to_string(file_size) + " bytes; damaged?)";
     for (size_t d = dims.size(); d-- > 0;) {  // the next cell, last dimension fastest
       if (++cell[d] < cells_per_dim[d]) break;
       cell[d] = 0;
@@ -220,6 +277,8 @@ void DatasetReader::open(bool probe) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) fail(path, "no such file");
   if (H5Fis_hdf5(path.c_str()) <= 0) fail(path, "not an HDF5 file");
+  const uint64_t file_size = std::filesystem::file_size(path, ec);
+  if (ec) fail(path, "cannot be read: " + ec.message());
   file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (file_ < 0) fail(path, "cannot be opened as HDF5 (truncated or damaged?)");
   const Handle root(H5Gopen2(file_, "/", H5P_DEFAULT), H5Gclose);
@@ -232,6 +291,29 @@ void DatasetReader::open(bool probe) {
   const std::optional<AttributeValue> complete = read_attribute(path, root.get(), "complete", probe);
   if (!complete || std::get_if<int64_t>(&*complete) == nullptr || std::get<int64_t>(*complete) != 1)
     fail(path, "incomplete: the build that wrote it did not finish");
+  // A later format may mean something else by the same names: refused, not misread. (A store
+  // without the attribute is read as version 1: h5py-written stores may leave it out.)
+  if (const std::optional<AttributeValue> version = read_attribute(path, root.get(), "format_version", probe)) {
+    const int64_t* v = std::get_if<int64_t>(&*version);
+    if (v == nullptr)
+      fail(path, "attribute 'format_version' is not an integer");
+    if (*v > kStoreFormatVersion)
+      fail(path, "format_version " + std::to_string(*v) + " is newer than this wavetrain reads (version " + std::to_string(kStoreFormatVersion) +
+                     "); a newer wavetrain wrote it");
+    if (*v < 1) fail(path, "format_version " + std::to_string(*v) + " is not a version (this wavetrain reads version " + std::to_string(kStoreFormatVersion) + ")");
+  }
+  // Every reader of a store's audio divides by it or sizes windows from it.
+  if (const std::optional<AttributeValue> rate = read_attribute(path, root.get(), "sample_rate", probe)) {
+    const int64_t* i = std::get_if<int64_t>(&*rate);
+    const double* d = std::get_if<double>(&*rate);
+    if (i == nullptr && d == nullptr) fail(path, "attribute 'sample_rate' is a string; expected a number of Hz");
+    const double hz = i != nullptr ? static_cast<double>(*i) : *d;
+    if (!(hz > 0 && hz <= kMaxSampleRate)) {
+      char text[32];
+      std::snprintf(text, sizeof(text), "%.10g", hz);
+      fail(path, std::string("attribute 'sample_rate' is ") + text + " Hz; expected more than 0 and at most 1000000 Hz");
+    }
+  }
   const int attribute_count = H5Aget_num_attrs(root.get());
   if (attribute_count > static_cast<int>(kMaxMembers)) fail(path, "has " + std::to_string(attribute_count) + " root attributes");
   for (int i = 0; i < attribute_count; ++i) {
@@ -251,10 +333,12 @@ void DatasetReader::open(bool probe) {
       f.data = H5Dopen2(g.get(), (field + "/data").c_str(), access.get());
       const Handle off(H5Dopen2(g.get(), (field + "/offsets").c_str(), H5P_DEFAULT), H5Dclose);
       if (f.data < 0 || off.get() < 0) fail(path, where + " lacks its data or offsets dataset");
-      if (const std::string problem = chunk_grid_problem(f.data); !problem.empty()) fail(path, where + ": " + problem);
+      if (const std::string problem = storage_problem(f.data, "data", file_size); !problem.empty()) fail(path, where + ": " + problem);
+      if (const std::string problem = storage_problem(off.get(), "offsets", file_size); !problem.empty()) fail(path, where + ": " + problem);
       const Handle type(H5Dget_type(f.data), H5Tclose);
       const std::optional<at::ScalarType> t = scalar_type_of(type.get());
-      if (!t) fail(path, where + " has a data type the store does not use");
+      if (!t)
+        fail(path, where + ": its data holds " + type_text(type.get()) + " values; the store uses float32, float64, int64, int32, int16 and uint8");
       f.dtype = *t;
       const Handle space(H5Dget_space(f.data), H5Sclose);
       const int rank = H5Sget_simple_extent_ndims(space.get());

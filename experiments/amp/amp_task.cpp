@@ -3,17 +3,24 @@
 // Training items are windows of the training split, as in the NAM trainer: `amp.segment` output
 // samples (8192) each, with the model's context in front (the receptive field - 1 for WaveNet,
 // `amp.burn_in` samples for the LSTM, whose state has no fixed context), starting every segment
-// samples. Validation is one pass over the whole validation split; ESR is computed on it as the
-// NAM trainer reports it.
+// samples. A store with several training items (several captures of one amp) gives the windows
+// of each in turn; no window straddles two items. Validation is one pass over the validation
+// split's one item; ESR is computed on it as the NAM trainer reports it. The store is read and
+// checked by read_capture (capture.h).
 //
 // Config: amp.data (the capture store, required), amp.segment, amp.burn_in, amp.loss.{mse, esr,
 // dc, mrstft, pre_emphasis} (configs/experiment/amp.yaml has NAM's defaults), model.architecture
 // (wavenet, lstm), model.preset.
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "data/hdf5_store.h"
 #include "experiments/amp/amp_model.h"
 #include "experiments/amp/amp_task.h"
+#include "experiments/amp/capture.h"
 #include "losses/audio_losses.h"
 #include "trainer/task.h"
 
@@ -35,18 +42,25 @@ class AmpTask : public Task {
   explicit AmpTask(const config::Config& cfg) : loss_(loss_from_config(cfg)) {
     const std::string path = cfg.get_string("amp.data");
     const data::DatasetReader store(path);
-    const data::Item train = store.item("train", 0), valid = store.item("valid", 0);
-    train_x_ = train.at("input");
-    train_y_ = train.at("target");
-    valid_x_ = valid.at("input");
-    valid_y_ = valid.at("target");
+    CaptureData capture = read_capture(store);
+    train_x_ = std::move(capture.train_input);
+    train_y_ = std::move(capture.train_target);
+    valid_x_ = capture.valid_input;
+    valid_y_ = capture.valid_target;
     model_ = amp_model_from_config(cfg, &store);
     segment_ = cfg.get_int("amp.segment", 8192);
     context_ = model_.is_wavenet() ? model_.receptive_field() - 1 : cfg.get_int("amp.burn_in", 4096);
     if (segment_ < 1) throw config::ConfigError("amp.segment must be >= 1, got " + std::to_string(segment_));
-    if (train_x_.numel() < context_ + segment_)
-      throw config::ConfigError(path + ": the training split (" + std::to_string(train_x_.numel()) +
-                                " samples) is shorter than one item (" + std::to_string(context_ + segment_) + ")");
+    int64_t longest = 0;
+    for (size_t k = 0; k < train_x_.size(); ++k) {
+      const int64_t n = train_x_[k].numel();
+      longest = std::max(longest, n);
+      for (int64_t start = 0; start + context_ + segment_ <= n; start += segment_) windows_.emplace_back(k, start);
+    }
+    if (windows_.empty())
+      throw config::ConfigError(path + ": the training split (" + std::to_string(longest) + " samples" +
+                                (train_x_.size() > 1 ? " in the longest of its " + std::to_string(train_x_.size()) + " items" : "") +
+                                ") is shorter than one item (" + std::to_string(context_ + segment_) + ")");
     if (valid_x_.numel() <= context_)
       throw config::ConfigError(path + ": the validation split (" + std::to_string(valid_x_.numel()) +
                                 " samples) is not longer than the model's context (" + std::to_string(context_) + ")");
@@ -55,7 +69,7 @@ class AmpTask : public Task {
   torch::nn::Module& model() override { return model_.module(); }
 
   int64_t size(Split split) const override {
-    return split == Split::Train ? (train_x_.numel() - context_) / segment_ : 1;
+    return split == Split::Train ? static_cast<int64_t>(windows_.size()) : 1;
   }
 
   Batch make_batch(Split split, const std::vector<int64_t>& indices, const at::Device& device) override {
@@ -63,9 +77,9 @@ class AmpTask : public Task {
       return {valid_x_.view({1, 1, -1}).to(device), valid_y_.narrow(0, context_, valid_y_.numel() - context_).view({1, 1, -1}).to(device), 1};
     std::vector<at::Tensor> xs, ys;
     for (int64_t i : indices) {
-      const int64_t start = i * segment_;
-      xs.push_back(train_x_.narrow(0, start, context_ + segment_));
-      ys.push_back(train_y_.narrow(0, start + context_, segment_));
+      const auto& [item, start] = windows_.at(static_cast<size_t>(i));
+      xs.push_back(train_x_[item].narrow(0, start, context_ + segment_));
+      ys.push_back(train_y_[item].narrow(0, start + context_, segment_));
     }
     return {at::stack(xs).unsqueeze(1).to(device), at::stack(ys).unsqueeze(1).to(device), static_cast<int64_t>(indices.size())};
   }
@@ -98,7 +112,9 @@ class AmpTask : public Task {
  private:
   losses::CombinedLoss loss_;
   AmpModel model_;
-  at::Tensor train_x_, train_y_, valid_x_, valid_y_;
+  std::vector<at::Tensor> train_x_, train_y_;  // one per training item
+  at::Tensor valid_x_, valid_y_;
+  std::vector<std::pair<size_t, int64_t>> windows_;  // (training item, first input sample) of each window
   int64_t segment_ = 8192, context_ = 0;
 };
 
@@ -106,11 +122,7 @@ class AmpTask : public Task {
 
 std::unique_ptr<Task> make_amp_task(const config::Config& cfg) { return std::make_unique<AmpTask>(cfg); }
 
-double capture_sample_rate(const data::DatasetReader& store) {
-  if (auto a = store.attribute("sample_rate"))
-    if (const auto* v = std::get_if<int64_t>(&*a)) return static_cast<double>(*v);
-  return 48000;
-}
+double capture_sample_rate(const data::DatasetReader& store) { return capture_store_sample_rate(store); }
 
 AmpModel amp_model_from_config(const config::Config& cfg, const data::DatasetReader* store) {
   AmpModel m;

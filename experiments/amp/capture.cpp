@@ -3,13 +3,35 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
+#include <tuple>
 #include <stdexcept>
 
 #include "data/audio_io.h"
 #include "data/hdf5_store.h"
 
 namespace wavetrain::experiments::amp {
+namespace {
+
+std::string seconds_text(int64_t sample, double rate) {
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%.6f s", static_cast<double>(sample) / rate);
+  return buf;
+}
+
+// "" when every sample of the 1-D float tensor is finite, else which is not and where.
+std::string first_non_finite(const at::Tensor& samples, double rate) {
+  const at::Tensor bad = at::logical_not(at::isfinite(samples)).nonzero();
+  if (bad.numel() == 0) return "";
+  const int64_t first = bad[0][0].item<int64_t>();
+  const double v = samples[first].item<double>();
+  return "sample " + std::to_string(first) + " (" + seconds_text(first, rate) + ") is " + (std::isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf") +
+         (bad.size(0) > 1 ? " (the first of " + std::to_string(bad.size(0)) + " that are not finite)" : "");
+}
+
+}  // namespace
 
 int64_t estimate_delay(const float* input, const float* output, int64_t n, int64_t max_delay) {
   if (n <= 0) return 0;
@@ -44,6 +66,9 @@ CaptureReport build_capture(const CaptureOptions& o) {
     throw std::runtime_error(o.output + ": sample rate " + std::to_string(out.sample_rate) + " Hz differs from the input's (" +
                              o.input + ": " + std::to_string(in.sample_rate) + " Hz); record both at one rate");
   at::Tensor x = in.samples[0], y = out.samples[0];
+  for (const auto& [file, samples] : {std::pair{o.input, x}, std::pair{o.output, y}})
+    if (const std::string bad = first_non_finite(samples, in.sample_rate); !bad.empty())
+      throw std::runtime_error(file + ": " + bad + "; a capture must hold finite samples (export it again, or check the plugin chain)");
   CaptureReport r;
   r.sample_rate = in.sample_rate;
   if (y.numel() < x.numel())
@@ -95,6 +120,78 @@ CaptureReport build_capture(const CaptureOptions& o) {
         "valid");
   w.finish();
   return r;
+}
+
+}  // namespace wavetrain::experiments::amp
+
+namespace wavetrain::experiments::amp {
+namespace {
+
+// One field of one item as mono float32 samples (read_capture's conversions).
+at::Tensor capture_samples(const data::DatasetReader& store, const std::string& split, int64_t item, const std::string& field,
+                           double rate) {
+  const std::string where = store.path() + ": split '" + split + "' item " + std::to_string(item) + " field '" + field + "'";
+  const at::Tensor stored = store.field(split, field, item);
+  if (stored.dim() != 1)
+    throw data::StoreError(where + " has shape " + c10::str(stored.sizes()) + "; a capture field is one-dimensional [samples] (mono)");
+  at::Tensor x;
+  switch (stored.scalar_type()) {
+    case at::kFloat: x = stored; break;
+    case at::kDouble: x = stored.to(at::kFloat); break;  // beyond float32's range: inf, refused below
+    case at::kInt: x = stored.to(at::kFloat) / 2147483648.0f; break;
+    case at::kShort: x = stored.to(at::kFloat) / 32768.0f; break;
+    case at::kByte: x = (stored.to(at::kFloat) - 128.0f) / 128.0f; break;  // WAV's 8-bit PCM: unsigned, 128 is 0
+    default:
+      throw data::StoreError(where + " holds " + std::string(c10::toString(stored.scalar_type())) +
+                             " values; capture samples are float32, float64, or int32, int16 or uint8 PCM");
+  }
+  if (const std::string bad = first_non_finite(x, rate); !bad.empty())
+    throw data::StoreError(where + ": " + bad + "; a capture must hold finite samples");
+  return x.contiguous();
+}
+
+}  // namespace
+
+double capture_store_sample_rate(const data::DatasetReader& store) {
+  const std::optional<data::AttributeValue> a = store.attribute("sample_rate");
+  if (!a) return 48000;
+  if (const auto* i = std::get_if<int64_t>(&*a)) return static_cast<double>(*i);
+  if (const auto* d = std::get_if<double>(&*a)) return *d;
+  throw data::StoreError(store.path() + ": attribute 'sample_rate' is a string; expected a number of Hz");
+}
+
+CaptureData read_capture(const data::DatasetReader& store) {
+  CaptureData c;
+  c.sample_rate = capture_store_sample_rate(store);
+  const std::vector<std::string> splits = store.splits();
+  for (const char* split : {"train", "valid"}) {
+    if (std::find(splits.begin(), splits.end(), split) == splits.end())
+      throw data::StoreError(store.path() + ": no split '" + split + "'; a capture store has the splits train and valid (wavetrain data amp)");
+    const std::vector<std::string> fields = store.fields(split);
+    for (const char* field : {"input", "target"})
+      if (std::find(fields.begin(), fields.end(), field) == fields.end())
+        throw data::StoreError(store.path() + ": split '" + split + "' has no field '" + field +
+                               "'; a capture store's items have the fields input and target");
+    if (store.size(split) < 1) throw data::StoreError(store.path() + ": split '" + split + "' has no items");
+  }
+  // Validation is one pass over one signal, and the report plots it: one item.
+  if (store.size("valid") != 1)
+    throw data::StoreError(store.path() + ": split 'valid' has " + std::to_string(store.size("valid")) +
+                           " items; a capture store has one validation item (wavetrain data amp writes one)");
+  auto pair = [&](const std::string& split, int64_t i) {
+    at::Tensor x = capture_samples(store, split, i, "input", c.sample_rate), y = capture_samples(store, split, i, "target", c.sample_rate);
+    if (x.numel() != y.numel())
+      throw data::StoreError(store.path() + ": split '" + split + "' item " + std::to_string(i) + ": input has " + std::to_string(x.numel()) +
+                             " samples and target " + std::to_string(y.numel()) + "; they must be aligned sample for sample");
+    return std::pair{x, y};
+  };
+  for (int64_t i = 0; i < store.size("train"); ++i) {
+    auto [x, y] = pair("train", i);
+    c.train_input.push_back(x);
+    c.train_target.push_back(y);
+  }
+  std::tie(c.valid_input, c.valid_target) = pair("valid", 0);
+  return c;
 }
 
 }  // namespace wavetrain::experiments::amp
