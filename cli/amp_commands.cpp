@@ -7,8 +7,11 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <memory>
+#include <vector>
 
 #include "cli/commands.h"
+#include "trainer/serialization/atomic_file.h"
 #include "data/audio_io.h"
 #include "experiments/amp/amp_task.h"
 #include "experiments/amp/capture.h"
@@ -22,14 +25,37 @@ namespace {
 
 namespace amp = experiments::amp;
 
-// A model from a wavetrain checkpoint (its recorded config says which) or a .nam file.
+amp::AmpModel load_model_unchecked(const std::string& path);
+
+// A model from a wavetrain checkpoint (its recorded config says which) or a .nam file. Its rate is
+// checked: a checkpoint trained with amp.sample_rate 0 would otherwise be exported as it is, and
+// played at 1 Hz would write a file of a few samples.
 amp::AmpModel load_model(const std::string& path) {
+  amp::AmpModel m = load_model_unchecked(path);
+  if (!amp::nam_sample_rate_supported(m.sample_rate))
+    throw std::runtime_error(path + ": amp.sample_rate: " + amp::nam_sample_rate_problem(m.sample_rate));
+  return m;
+}
+
+// A JSON value a checkpoint recorded (nam.file, nam.metadata, ...): one line naming the checkpoint
+// and the key when it is not JSON (nlohmann's message without its "[json.exception...]" tag).
+nlohmann::json recorded_json(const config::Config& cfg, const std::string& key, const std::string& path) {
+  try {
+    return nlohmann::json::parse(cfg.get_string(key));
+  } catch (const nlohmann::json::exception& e) {
+    const std::string what = e.what();
+    throw std::runtime_error(path + ": the recorded " + key + " is not JSON: " + what.substr(what.find("] ") + 2));
+  }
+}
+
+amp::AmpModel load_model_unchecked(const std::string& path) {
   if (path.size() > 4 && path.compare(path.size() - 4, 4, ".nam") == 0) return amp::read_nam(path);
   const TrainingState s = Checkpoint::load(path);
   const config::Config cfg(config::load_yaml_string(s.config_yaml, path + " (recorded config)"));
   if (cfg.has("nam.file")) {  // an imported model the trainer does not build: its file as read
+    const nlohmann::json file = recorded_json(cfg, "nam.file", path);
     try {
-      return amp::amp_model_of(amp::nam_model_from_json(nlohmann::json::parse(cfg.get_string("nam.file"))));
+      return amp::amp_model_of(amp::nam_model_from_json(file));
     } catch (const std::exception& e) {
       throw std::runtime_error(path + ": the recorded nam.file is not a .nam model: " + e.what());
     }
@@ -37,15 +63,9 @@ amp::AmpModel load_model(const std::string& path) {
   amp::AmpModel m = amp::amp_model_from_config(cfg);
   load_state_dict(m.module(), s.model, /*strict=*/true, path);
   if (cfg.has("nam.version")) m.nam_version = cfg.get_string("nam.version");  // an imported .nam file's
-  if (cfg.has("nam.metadata")) {
-    try {
-      m.metadata = nlohmann::json::parse(cfg.get_string("nam.metadata"));
-    } catch (const nlohmann::json::exception& e) {
-      throw std::runtime_error(path + ": the recorded nam.metadata is not JSON: " + e.what());
-    }
-  }
-  if (cfg.has("nam.extra")) m.nam_extra = nlohmann::json::parse(cfg.get_string("nam.extra"));
-  if (cfg.has("nam.config") && m.wavenet) m.nam_config = nlohmann::json::parse(cfg.get_string("nam.config"));
+  if (cfg.has("nam.metadata")) m.metadata = recorded_json(cfg, "nam.metadata", path);
+  if (cfg.has("nam.extra")) m.nam_extra = recorded_json(cfg, "nam.extra", path);
+  if (cfg.has("nam.config") && m.wavenet) m.nam_config = recorded_json(cfg, "nam.config", path);
   if (cfg.has("nam.sample_rate_in_file")) m.sample_rate_in_file = cfg.get_bool("nam.sample_rate_in_file");
   for (const auto& [name, value] : s.metrics)
     if (name == "val/esr") m.metadata["training"]["validation_esr"] = value;
@@ -120,6 +140,7 @@ void add_amp_commands(CLI::App& app) {
   exp_nam->add_option("-o,--output", *target, "The .nam file")->required();
   exp_nam->callback([source, target] {
     amp::AmpModel m = load_model(*source);
+    remove_stale_temporaries_of(*target);  // what an export killed while writing this file left
     write_nam(*target, m);
     std::printf("wrote %s (%s, %lld parameters)\n", target->c_str(), m.architecture.c_str(), static_cast<long long>(m.parameters()));
   });
@@ -184,28 +205,60 @@ void add_amp_commands(CLI::App& app) {
   infer->add_option("--rate", *rate, "Sample rate of the output WAV (default: the input's)");
   infer->callback([source, in, out, options, rate] {
     amp::AmpModel m = load_model(*source);
-    data::ReadOptions ro;
-    ro.channels = 1;
-    const data::Audio audio = data::read_audio(*in, ro);
+    // Streamed, a block of the input at a time (read, resampled, processed, resampled, written), so
+    // that memory does not grow with the file's length; the output is the same as processing the
+    // whole file at once (amp::AmpStream, data::StreamResampler).
+    data::AudioFileReader reader(*in);
+    if (reader.channels() != 1)
+      throw data::AudioError(*in + ": expected 1 channel, found " + std::to_string(reader.channels()));
     // The model plays at its own rate: a file at another rate is resampled in, and the output
     // written at the file's rate (or --rate), with a note either way: never silently.
     const int model_rate = static_cast<int>(std::lround(m.sample_rate));
-    const int out_rate = *rate > 0 ? *rate : audio.sample_rate;
-    at::Tensor x = audio.samples[0];
-    if (audio.sample_rate != model_rate) {
-      std::fprintf(stderr, "wavetrain: note: %s is at %d Hz and the model at %d Hz: resampling the input to %d Hz\n", in->c_str(), audio.sample_rate,
-                   model_rate, model_rate);
-      x = data::resample(x, audio.sample_rate, model_rate);
+    const int out_rate = *rate > 0 ? *rate : reader.sample_rate();
+    std::unique_ptr<data::StreamResampler> to_model, to_output;
+    if (reader.sample_rate() != model_rate) {
+      std::fprintf(stderr, "wavetrain: note: %s is at %d Hz and the model at %d Hz: resampling the input to %d Hz\n", in->c_str(),
+                   reader.sample_rate(), model_rate, model_rate);
+      to_model = std::make_unique<data::StreamResampler>(reader.sample_rate(), model_rate);
     }
-    const auto t0 = std::chrono::steady_clock::now();
-    at::Tensor y = amp::process(m, x, *options);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double duration = static_cast<double>(y.numel()) / model_rate;
     if (out_rate != model_rate) {
       std::fprintf(stderr, "wavetrain: note: writing %s at %d Hz (resampled from the model's %d Hz)\n", out->c_str(), out_rate, model_rate);
-      y = data::resample(y, model_rate, out_rate);
+      to_output = std::make_unique<data::StreamResampler>(model_rate, out_rate);
     }
-    data::write_wav(*out, y, out_rate, data::WavSubtype::kFloat32);
+    const auto t0 = std::chrono::steady_clock::now();
+    amp::AmpStream stream(m, *options);
+    data::WavFileWriter writer(*out, out_rate, 1, data::WavSubtype::kFloat32);
+    constexpr int64_t kBlock = 65536;
+    std::vector<float> block(kBlock), at_model, played, written;
+    int64_t model_samples = 0;
+    // One step of the chain; `end`: the input is over, everything still held comes out.
+    auto step = [&](const float* x, int64_t n, bool end) {
+      const float* model_in = x;
+      int64_t model_n = n;
+      if (to_model) {
+        at_model.clear();
+        to_model->push(x, n, at_model);
+        if (end) to_model->finish(at_model);
+        model_in = at_model.data(), model_n = static_cast<int64_t>(at_model.size());
+      }
+      played.clear();
+      stream.push(model_in, model_n, played);
+      if (end) stream.finish(played);
+      model_samples += static_cast<int64_t>(played.size());
+      const std::vector<float>* result = &played;
+      if (to_output) {
+        written.clear();
+        to_output->push(played.data(), static_cast<int64_t>(played.size()), written);
+        if (end) to_output->finish(written);
+        result = &written;
+      }
+      writer.write(result->data(), static_cast<int64_t>(result->size()));
+    };
+    while (const int64_t n = reader.read(block.data(), kBlock)) step(block.data(), n, false);
+    step(block.data(), 0, true);
+    writer.commit();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double duration = static_cast<double>(model_samples) / model_rate;
     std::printf("%s: %.2f s of audio in %.2f s: %.1fx real time (chunk %lld, %s)\n", out->c_str(), duration, seconds,
                 duration / std::max(seconds, 1e-9), static_cast<long long>(options->chunk), options->mode.c_str());
   });

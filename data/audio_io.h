@@ -9,8 +9,10 @@
 
 #include <ATen/ATen.h>
 
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace wavetrain::data {
 
@@ -57,5 +59,79 @@ void write_wav(const std::string& path, const at::Tensor& samples, int sample_ra
 // outside kMinSampleRate..kMaxSampleRate, or an output past kMaxSamples, throw std::invalid_argument.
 at::Tensor resample(const at::Tensor& samples, double from_rate, double to_rate,
                     ResampleQuality quality = ResampleQuality::kHigh);
+
+// Audio read, resampled and written a block at a time, so that memory does not grow with a file's
+// length (wavetrain infer on an hour of audio).
+
+// Reads a file in blocks. The header is checked as read_audio checks it; a file that ends before
+// its header's length throws when the end is reached.
+class AudioFileReader {
+ public:
+  explicit AudioFileReader(const std::string& path);
+  ~AudioFileReader();
+  AudioFileReader(const AudioFileReader&) = delete;
+  AudioFileReader& operator=(const AudioFileReader&) = delete;
+
+  int sample_rate() const { return sample_rate_; }
+  int channels() const { return channels_; }
+  int64_t frames() const { return frames_; }  // as the header gives it
+  // Up to max_frames frames, interleaved ([frames][channels]); 0 at the end of the file.
+  int64_t read(float* interleaved, int64_t max_frames);
+
+ private:
+  struct File;
+  std::string path_;
+  std::unique_ptr<File> file_;
+  int sample_rate_ = 0, channels_ = 0;
+  int64_t frames_ = 0, read_ = 0;
+};
+
+// Writes a WAV file in blocks to a temporary beside the target (".NAME.partial", as write_wav),
+// whose header libsndfile completes when it is closed; commit() puts it in place. Destroyed
+// without commit() (an error on the way), it removes the temporary, leaving any earlier file.
+class WavFileWriter {
+ public:
+  WavFileWriter(const std::string& path, int sample_rate, int channels, WavSubtype subtype = WavSubtype::kPcm16);
+  ~WavFileWriter();
+  WavFileWriter(const WavFileWriter&) = delete;
+  WavFileWriter& operator=(const WavFileWriter&) = delete;
+
+  // Interleaved frames; refuses NaN or infinity, naming the frame, as write_wav does.
+  void write(const float* interleaved, int64_t frames);
+  void commit();
+  int64_t frames_written() const { return written_; }
+
+ private:
+  struct File;
+  std::string path_, temporary_;
+  std::unique_ptr<File> file_;
+  int sample_rate_ = 0, channels_ = 0;
+  WavSubtype subtype_;
+  int64_t written_ = 0;
+  bool committed_ = false;
+};
+
+// resample() a block at a time (libsoxr's streaming interface): the same samples as resample() on
+// the whole signal, and the same count, round(frames * to_rate / from_rate), at finish().
+class StreamResampler {
+ public:
+  StreamResampler(double from_rate, double to_rate, int channels = 1, ResampleQuality quality = ResampleQuality::kHigh);
+  ~StreamResampler();
+  StreamResampler(const StreamResampler&) = delete;
+  StreamResampler& operator=(const StreamResampler&) = delete;
+
+  // Interleaved frames in; appends the frames that are ready to `out`.
+  void push(const float* interleaved, int64_t frames, std::vector<float>& out);
+  // End of the input: appends the rest (padded with zeros, or cut, to the count above).
+  void finish(std::vector<float>& out);
+
+ private:
+  struct Soxr;
+  std::unique_ptr<Soxr> soxr_;
+  double from_rate_, to_rate_;
+  int channels_;
+  int64_t in_frames_ = 0, out_frames_ = 0;
+  bool finished_ = false;
+};
 
 }  // namespace wavetrain::data

@@ -10,8 +10,10 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
+#include "data/audio_io.h"
 #include "experiments/amp/amp_model.h"
 #include "experiments/amp/wavenet_cpu.h"
 #include "experiments/amp/dsp_kernels.h"
@@ -94,7 +96,7 @@ TEST(AmpModels, NamFilesRoundTrip) {
     read_nam(broken);
     ADD_FAILURE();
   } catch (const std::runtime_error& e) {
-    EXPECT_EQ(std::string(e.what()), broken + ": config: layers: must be a non-empty list of layer arrays");
+    EXPECT_EQ(std::string(e.what()), broken + ": config.layers: expected a non-empty list of layer arrays, found a list");
   }
 }
 
@@ -149,44 +151,44 @@ TEST(AmpModels, NamFilesWithAbsurdSizesAreRefused) {
     j["config"]["layers"][0][key] = value;
     return j;
   };
-  expect_refused(with("channels", 1000000), "config: layers[0]: channels 1000000; the limit is 1024");
-  expect_refused(with("kernel_size", 1000000), "config: layers[0]: kernel size 1000000; the limit is 64");
-  expect_refused(with("dilations", {1, 1000000000}), "config: layers[0]: dilation 1000000000; the limit is 65536");
-  expect_refused(with("dilations", std::vector<int>(1000, 1)), "config: layers[0].dilations: 1000 layers; the limit is 128");
+  expect_refused(with("channels", 1000000), "config.layers[0]: channels 1000000; the limit is 1024");
+  expect_refused(with("kernel_size", 1000000), "config.layers[0]: kernel size 1000000; the limit is 64");
+  expect_refused(with("dilations", {1, 1000000000}), "config.layers[0]: dilation 1000000000; the limit is 65536");
+  expect_refused(with("dilations", std::vector<int>(1000, 1)), "config.layers[0].dilations: 1000 layers; the limit is 128");
   expect_refused(with("dilations", std::vector<int>(128, 65536)), "config: receptive field 16781055 samples; the limit is 1048576");
-  expect_refused(with("channels", "sixteen"), "layers[0].channels must be an integer, found \"sixteen\"");
+  expect_refused(with("channels", "sixteen"), "config.layers[0].channels: expected an integer, found a string (\"sixteen\")");
   // The nam fuzzer's: a size past int64 was converted with a plain cast (undefined behaviour).
-  expect_refused(with("kernel_size", 1.1111111111111111e114), "layers[0].kernel_size must be an integer, found 1.11111111111111");
-  expect_refused(with("kernel_size", 3.5), "layers[0].kernel_size must be an integer, found 3.5");
-  expect_refused(with("channels", std::numeric_limits<uint64_t>::max()), "layers[0].channels must be an integer, found 18446744073709551615");
-  expect_refused(with("dilations", {1, -2.5}), "layers[0].dilations[1] must be an integer, found -2.5");
-  expect_refused(with("dilations", 4), "layers[0].dilations must be a list of integers, found a JSON number");
+  expect_refused(with("kernel_size", 1.1111111111111111e114), "config.layers[0].kernel_size: expected an integer, found 1.11111111111111");
+  expect_refused(with("kernel_size", 3.5), "config.layers[0].kernel_size: expected an integer, found 3.5");
+  expect_refused(with("channels", std::numeric_limits<uint64_t>::max()), "config.layers[0].channels: expected an integer below 2^63, found 18446744073709551615");
+  expect_refused(with("dilations", {1, -2.5}), "config.layers[0].dilations[1]: expected an integer, found -2.5");
+  expect_refused(with("dilations", 4), "config.layers[0].dilations: expected a list of integers, found 4");
   lstm["config"]["hidden_size"] = 1e300;
-  expect_refused(lstm, "LSTM config: hidden_size must be an integer, found 1e+300");
+  expect_refused(lstm, "config.hidden_size: expected an integer, found 1e+300");
   {  // an integral float (3.0) is a size, as NAM's own C++ reader takes it
     std::ofstream(path) << with("kernel_size", 3.0).dump();
     EXPECT_EQ(read_nam(path).wavenet->config().layers[0].kernel_size, 3);
   }
-  expect_refused(with("activation", "RdLU"), "config: layers[0].activation: activation 'RdLU' is not supported; supported: Tanh, Fasttanh, Hardtanh, LeakyHardtanh, ReLU, LeakyReLU, PReLU, Sigmoid, SiLU, Hardswish, Softsign");
+  expect_refused(with("activation", "RdLU"), "config.layers[0].activation: activation 'RdLU' is not supported; supported: Tanh, Fasttanh, Hardtanh, LeakyHardtanh, ReLU, LeakyReLU, PReLU, Sigmoid, SiLU, Hardswish, Softsign");
   nlohmann::json many = wavenet;
   many["config"]["layers"] = std::vector<nlohmann::json>(100, wavenet["config"]["layers"][0]);
-  expect_refused(many, "config: layers: 100 layer arrays; the limit is 16");
+  expect_refused(many, "config.layers: 100 layer arrays; the limit is 16");
   nlohmann::json j = wavenet;
   j["weights"].push_back(0.5);
   expect_refused(j, "843 weights, its config has 842");
   j = wavenet;
   j["weights"][3] = "x";
-  expect_refused(j, "weights[3]: is \"x\", not a number");
+  expect_refused(j, "weights[3]: expected a number, found a string (\"x\")");
   j = wavenet;
   j["weights"][6] = 7.7e81;  // the nam fuzzer's: read as inf, written back as null
   expect_refused(j, "weights[6]: is 7.7e+81, not a finite float32 value");
   j = wavenet;
   j["version"] = 5;
-  expect_refused(j, "version: must be a string such as \"0.5.4\", found 5");
+  expect_refused(j, "version: expected a string such as \"0.5.4\", found 5");
   j = wavenet;
   j["sample_rate"] = 1e12;
-  expect_refused(j, "sample_rate: 1000000000000.000000 is outside 1000 to 768000 Hz");
-  expect_refused(nlohmann::json::array({1, 2}), "is not a JSON object (not a .nam model)");
+  expect_refused(j, "sample_rate: 1e+12 Hz is outside 1000 to 768000 Hz");
+  expect_refused(nlohmann::json::array({1, 2}), ": expected a JSON object (a .nam model), found a list");
   {  // and a model with a non-finite weight is not written (JSON cannot hold it)
     torch::NoGradGuard no_grad;
     nano.wavenet->parameters()[0].view({-1})[0] = std::numeric_limits<float>::infinity();
@@ -410,6 +412,92 @@ TEST(AmpModels, StreamingEqualsExactForEveryPreset) {
     dsp::force_baseline(false);
     EXPECT_LE((y - exact).abs().max().item<double>(), 1e-5 * exact.abs().max().item<double>()) << preset << " baseline";
   }
+}
+
+// What `wavetrain infer` streams with (issue 21: memory bounded for long audio): AmpStream gives
+// process()'s output bit for bit, in every mode and for every kind of model, whatever sizes the
+// input arrives in: exact through LibTorch batches (the classic WaveNet) or the engine (a general
+// WaveNet, the LSTM), stream buffers, crossfades shorter and longer than a chunk.
+TEST(AmpModels, StreamingInPiecesEqualsProcessingTheWhole) {
+  const at::Tensor x = test_signal(50000);
+  const float* in = x.data_ptr<float>();
+  for (const auto& [arch, preset] : {std::pair<std::string, std::string>{"wavenet", "nano"}, {"wavenet", "a2_small"}, {"lstm", "1x12"}}) {
+    AmpModel m = make_amp_model(arch, preset);
+    randomize(m, 5);
+    for (const auto& [mode, chunk, overlap] : {std::tuple<std::string, int64_t, int64_t>{"exact", 4096, 0}, {"exact", 30000, 0},
+                                               {"stream", 777, 0}, {"crossfade", 8000, 1500}, {"crossfade", 3000, 7000}}) {
+      ProcessOptions o;
+      o.mode = mode, o.chunk = chunk, o.overlap = overlap;
+      const at::Tensor reference = process(m, x, o);
+      AmpStream stream(m, o);
+      std::vector<float> y;
+      int64_t fed = 0;
+      for (int64_t piece = 0; fed < x.numel(); ++piece) {  // pieces of 1, 5000, 13 and 12345 samples
+        const int64_t sizes[] = {1, 5000, 13, 12345};
+        const int64_t n = std::min(sizes[piece % 4], x.numel() - fed);
+        stream.push(in + fed, n, y);
+        fed += n;
+        EXPECT_LE(static_cast<int64_t>(y.size()), fed);  // never ahead of its input
+      }
+      stream.finish(y);
+      const std::string where = arch + " " + preset + " " + mode + " chunk " + std::to_string(chunk) + " overlap " + std::to_string(overlap);
+      ASSERT_EQ(static_cast<int64_t>(y.size()), x.numel()) << where;
+      int64_t differing = 0;
+      for (int64_t i = 0; i < x.numel(); ++i) differing += y[static_cast<size_t>(i)] != reference[i].item<float>();
+      EXPECT_EQ(differing, 0) << where;
+      EXPECT_GT(reference.abs().max().item<double>(), 1e-3) << where;
+    }
+  }
+}
+
+// The streaming resampler gives resample()'s samples and count, in pieces of any size; the WAV
+// writer writes what write_wav writes, and leaves no temporary behind when it is not completed.
+TEST(AmpModels, StreamingResamplerAndWriterEqualTheWholeFileFunctions) {
+  const at::Tensor x = test_signal(30001);
+  const float* in = x.data_ptr<float>();
+  for (const auto& [from, to] : {std::pair<int, int>{44100, 48000}, {48000, 44100}, {48000, 16000}, {22050, 96000}, {48000, 48000}}) {
+    const at::Tensor whole = data::resample(x, from, to);
+    data::StreamResampler r(from, to);
+    std::vector<float> y;
+    for (int64_t fed = 0, piece = 0; fed < x.numel(); ++piece) {
+      const int64_t n = std::min<int64_t>(piece % 2 ? 7 : 4096, x.numel() - fed);
+      r.push(in + fed, n, y);
+      r.push(nullptr, 0, y);  // nothing (a block the model held back): not the end of the input
+      fed += n;
+    }
+    r.finish(y);
+    ASSERT_EQ(static_cast<int64_t>(y.size()), whole.numel()) << from << " -> " << to;
+    const at::Tensor streamed = at::from_blob(y.data(), {whole.numel()}, at::kFloat);
+    EXPECT_TRUE(at::equal(streamed, whole)) << from << " -> " << to;
+  }
+  const std::string whole_path = temp_path("whole.wav"), streamed_path = temp_path("streamed.wav");
+  data::write_wav(whole_path, x, 48000, data::WavSubtype::kPcm24);
+  {
+    data::WavFileWriter w(streamed_path, 48000, 1, data::WavSubtype::kPcm24);
+    for (int64_t s = 0; s < x.numel(); s += 10000) w.write(in + s, std::min<int64_t>(10000, x.numel() - s));
+    w.commit();
+  }
+  data::AudioFileReader reader(streamed_path);
+  EXPECT_EQ(reader.frames(), x.numel());
+  EXPECT_TRUE(at::equal(data::read_audio(streamed_path).samples, data::read_audio(whole_path).samples));
+  const std::string abandoned = temp_path("abandoned.wav");
+  const std::string partial = (std::filesystem::path(abandoned).parent_path() / ("." + std::filesystem::path(abandoned).filename().string() + ".partial")).string();
+  {
+    data::WavFileWriter w(abandoned, 48000, 1, data::WavSubtype::kFloat32);
+    w.write(in, 100);
+    EXPECT_TRUE(std::filesystem::exists(partial));
+    const float bad[2] = {0.5f, std::numeric_limits<float>::quiet_NaN()};
+    try {
+      w.write(bad, 2);
+      ADD_FAILURE() << "a NaN was written";
+    } catch (const data::AudioError& e) {
+      EXPECT_EQ(std::string(e.what()), abandoned + ": sample 101 (at 0.002104 s) is NaN; a WAV file holds finite samples only");
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(partial));
+  EXPECT_FALSE(std::filesystem::exists(abandoned));
+  std::filesystem::remove(whole_path);
+  std::filesystem::remove(streamed_path);
 }
 
 }  // namespace

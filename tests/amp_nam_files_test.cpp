@@ -118,21 +118,21 @@ TEST(AmpNamFiles, WhatTheCoreRefusesIsRefusedWithTheKey) {
   j["version"] = "0.4.1";
   refused(j, "version: 0.4.1 is not supported; the NAM plugin's core reads 0.5.x, 0.6.x and 0.7.x");
   refused(with("activation", "Swish"),
-          "config: layers[0].activation: activation 'Swish' is not supported; supported: Tanh, Fasttanh, Hardtanh, LeakyHardtanh, ReLU, "
+          "config.layers[0].activation: activation 'Swish' is not supported; supported: Tanh, Fasttanh, Hardtanh, LeakyHardtanh, ReLU, "
           "LeakyReLU, PReLU, Sigmoid, SiLU, Hardswish, Softsign");
-  refused(with("gating_mode", "maybe"), "config: layers[0].gating_mode: 'maybe' is not one of none, gated, blended");
-  refused(with("kernel_sizes", {3, 3}), "config: layers[0]: give kernel_size or kernel_sizes, not both");
-  refused(with("conv_pre_film", nullptr), "config: layers[0].conv_pre_film: must be false or an object {active, shift, groups}, found null");
-  refused(with("layer1x1", {{"active", false}, {"groups", 1}}), "config: layers[0]: layer1x1_post_film is active without layer1x1");
-  refused(with("groups_input", 3), "config: layers[0].groups_input: 3 groups do not divide 4 inputs and 4 outputs");
+  refused(with("gating_mode", "maybe"), "config.layers[0].gating_mode: 'maybe' is not one of none, gated, blended");
+  refused(with("kernel_sizes", {3, 3}), "config.layers[0]: give kernel_size or kernel_sizes, not both");
+  refused(with("conv_pre_film", nullptr), "config.layers[0].conv_pre_film: expected false or an object {active, shift, groups}, found null");
+  refused(with("layer1x1", {{"active", false}, {"groups", 1}}), "config.layers[0]: layer1x1_post_film is active without layer1x1");
+  refused(with("groups_input", 3), "config.layers[0].groups_input: 3 groups do not divide 4 inputs and 4 outputs");
   refused(with("slimmable", {{"method", "slice_channels_random"}}),
-          "config: layers[0].slimmable.method: \"slice_channels_random\" is not supported; supported: slice_channels_uniform");
+          "config.layers[0].slimmable.method: expected slice_channels_uniform (the one method supported), found a string (\"slice_channels_random\")");
   j = base;
   j["weights"].erase(j["weights"].begin());
   refused(j, "weights: 817 weights, its config has 818");
   j = base;
   j["config"]["condition_dsp"]["version"] = "1.0.0";
-  refused(j, "config: condition_dsp.version: 1.0.0 is not supported; the NAM plugin's core reads 0.5.x, 0.6.x and 0.7.x");
+  refused(j, "config.condition_dsp.version: 1.0.0 is not supported; the NAM plugin's core reads 0.5.x, 0.6.x and 0.7.x");
   j = base;
   j["architecture"] = "Transformer";
   refused(j, "architecture: 'Transformer' is not supported; supported: WaveNet, LSTM, SlimmableContainer");
@@ -140,13 +140,13 @@ TEST(AmpNamFiles, WhatTheCoreRefusesIsRefusedWithTheKey) {
   // groups, loose version strings, unbounded nesting.
   nlohmann::json head = base;
   head["config"]["layers"][0]["head"] = {{"out_channels", 1}, {"kernel_size", 5}, {"bias", true}, {"head_dilation", 4611686018427387904}};
-  refused(head, "config: layers[0].head: head_dilation 4611686018427387904; the limit is 65536");
+  refused(head, "config.layers[0].head: head_dilation 4611686018427387904; the limit is 65536");
   j = base;
   j["config"]["condition_dsp"]["config"]["layers"][0]["secondary_activation"] = {{"type", "PReLU"}, {"negative_slopes", {0.1, 0.2, 0.3}}};
-  refused(j, "config: condition_dsp.config: layers[0].secondary_activation: PReLU has 3 slopes for a bottleneck of 6 (give one, or one per channel)");
+  refused(j, "config.condition_dsp.config.layers[0].secondary_activation: PReLU has 3 slopes for a bottleneck of 6 (give one, or one per channel)");
   j = base;
   j["config"]["condition_dsp"]["config"]["layers"][0]["conv_post_film"] = {{"active", true}, {"shift", true}, {"groups", 2}};
-  refused(j, "config: condition_dsp.config: layers[0].conv_post_film.groups: 2 groups do not divide 1 inputs and 24 outputs");
+  refused(j, "config.condition_dsp.config.layers[0].conv_post_film.groups: 2 groups do not divide 1 inputs and 24 outputs");
   for (const char* version : {"0.5.x", "0.6.1-rc", "0.7", "00.5.1.2"}) {
     j = base;
     j["version"] = version;
@@ -173,7 +173,112 @@ TEST(AmpNamFiles, WhatTheCoreRefusesIsRefusedWithTheKey) {
   nlohmann::json container;
   std::ifstream(kDir + "/models/slimmable_container.nam") >> container;
   container["config"]["submodels"][2]["max_value"] = 0.5;
-  refused(container, "config: submodels[2].max_value: must be larger than the one before it");
+  refused(container, "config.submodels[2].max_value: must be larger than the one before it");
+  std::filesystem::remove(path);
+}
+
+// Wrong types and sizes in a .nam file (issue 21), each a change to one key of a small valid
+// example: one line naming the file and the key's whole path, never a parser's own message
+// (nlohmann's "[json.exception...]", a C++ library's "basic_string", "vector", "map::at") or a
+// LibTorch backtrace.
+TEST(AmpNamFiles, EveryWrongTypeOrSizeIsOneLineNamingTheFileAndKey) {
+  struct Change {
+    std::string model, pointer;  // an example (models/NAME.nam) and a JSON pointer into it
+    nlohmann::json value;        // the value put there
+    std::string expected;        // the error after "PATH: "
+  };
+  const std::vector<Change> changes = {
+      // Types.
+      {"wavenet", "/config/layers/0/channels", "8", "config.layers[0].channels: expected an integer, found a string (\"8\")"},
+      {"wavenet", "/config/layers/0/kernel_size", 3.5, "config.layers[0].kernel_size: expected an integer, found 3.5"},
+      {"wavenet", "/config/layers", 7, "config.layers: expected a non-empty list of layer arrays, found 7"},
+      {"wavenet", "/config/layers", nlohmann::json::array(), "config.layers: expected a non-empty list of layer arrays, found a list"},
+      {"wavenet", "/config/layers/1", "x", "config.layers[1]: expected an object (a layer array), found a string (\"x\")"},
+      {"wavenet", "/config/layers/0/dilations", 4, "config.layers[0].dilations: expected a list of integers, found 4"},
+      {"wavenet", "/config/layers/0/dilations/1", nlohmann::json::object(), "config.layers[0].dilations[1]: expected an integer, found an object"},
+      {"wavenet", "/config/layers/0/head_size", nullptr, "config.layers[0].head_size: expected an integer, found null"},
+      {"wavenet", "/config/layers/0/gated", "yes", "config.layers[0].gated: expected true or false, found a string (\"yes\")"},
+      {"wavenet", "/config/layers/0/head_bias", 1, "config.layers[0].head_bias: expected true or false, found 1"},
+      {"wavenet", "/config/layers/0/activation", 1, "config.layers[0].activation: expected a name or an object with a \"type\", found 1"},
+      {"wavenet", "/config/head_scale", "0.02", "config.head_scale: expected a number, found a string (\"0.02\")"},
+      {"wavenet", "/config/head", 5, "config.head: expected null or an object {channels, out_channels, kernel_sizes, activation}, found 5"},
+      {"wavenet", "/config", nlohmann::json::array(), "config: expected an object, found a list"},
+      {"wavenet", "/weights", nlohmann::json::object(), "weights: expected a list of numbers, found an object"},
+      {"wavenet", "/weights/7", true, "weights[7]: expected a number, found true"},
+      {"wavenet", "/version", 5, "version: expected a string such as \"0.5.4\", found 5"},
+      {"wavenet", "/architecture", nlohmann::json::array({"WaveNet"}), "architecture: expected a string, found a list"},
+      {"wavenet", "/sample_rate", "48000", "sample_rate: expected a number (Hz), found a string (\"48000\")"},
+      {"wavenet", "/metadata", 5, "metadata: expected an object or null, found 5"},
+      {"lstm", "/config", 5, "config: expected an object {input_size, hidden_size, num_layers}, found 5"},
+      {"lstm", "/config/hidden_size", "3", "config.hidden_size: expected an integer, found a string (\"3\")"},
+      {"lstm", "/config/num_layers", 1.5, "config.num_layers: expected an integer, found 1.5"},
+      {"wavenet_a2_max", "/config/layers/0/head1x1", true, "config.layers[0].head1x1: expected an object {active, out_channels, groups}, found true"},
+      {"wavenet_a2_max", "/config/layers/0/layer1x1/active", "yes", "config.layers[0].layer1x1.active: expected true or false, found a string (\"yes\")"},
+      {"wavenet_a2_max", "/config/layers/0/conv_pre_film/groups", "2", "config.layers[0].conv_pre_film.groups: expected an integer, found a string (\"2\")"},
+      {"wavenet_a2_max", "/config/condition_dsp/config/layers/0/channels", "3",
+       "config.condition_dsp.config.layers[0].channels: expected an integer, found a string (\"3\")"},
+      {"wavenet_a2_max", "/config/condition_dsp/weights", 0, "config.condition_dsp.weights: expected a list of numbers, found 0"},
+      {"slimmable_container", "/config/submodels", nlohmann::json::object(),
+       "config.submodels: expected a non-empty list of {max_value, model}, found an object"},
+      {"slimmable_container", "/config/submodels/1/max_value", "0.5", "config.submodels[1].max_value: expected a number, found a string (\"0.5\")"},
+      {"slimmable_container", "/config/submodels/0/model/config/hidden_size", nlohmann::json::array({3}),
+       "config.submodels[0].model.config.hidden_size: expected an integer, found a list"},
+      // Sizes of 0 or less.
+      {"wavenet", "/config/layers/0/channels", 0, "config.layers[0].channels: must be >= 1, found 0"},
+      {"wavenet", "/config/layers/0/channels", -3, "config.layers[0].channels: must be >= 1, found -3"},
+      {"wavenet", "/config/layers/0/kernel_size", 0, "config.layers[0].kernel_size: must be >= 1, found 0"},
+      {"wavenet", "/config/layers/0/dilations/0", 0, "config.layers[0].dilations[0]: must be >= 1, found 0"},
+      {"wavenet", "/config/layers/0/dilations", nlohmann::json::array(), "config.layers[0].dilations: is empty: a layer array needs at least one layer"},
+      {"wavenet", "/config/layers/0/head_size", 0, "config.layers[0].head_size: must be >= 1, found 0"},
+      {"wavenet", "/config/layers/0/input_size", 0, "config.layers[0].input_size: must be >= 1, found 0"},
+      {"wavenet", "/config/layers/0/condition_size", -1, "config.layers[0].condition_size: must be >= 1, found -1"},
+      {"lstm", "/config/hidden_size", 0, "config.hidden_size: must be >= 1, found 0"},
+      {"lstm", "/config/num_layers", -2, "config.num_layers: must be >= 1, found -2"},
+      {"lstm", "/config/input_size", 0, "config.input_size: must be >= 1, found 0"},
+      {"wavenet_a2_max", "/config/layers/0/bottleneck", 0, "config.layers[0].bottleneck: must be >= 1, found 0"},
+      {"wavenet_a2_max", "/config/layers/0/head1x1/out_channels", 0, "config.layers[0].head1x1.out_channels: must be >= 1, found 0"},
+      {"wavenet_a2_max", "/config/layers/0/groups_input", 0, "config.layers[0].groups_input: must be >= 1, found 0"},
+      {"wavenet_a2_max", "/config/layers/0/conv_pre_film/groups", 0, "config.layers[0].conv_pre_film.groups: must be >= 1, found 0"},
+      {"wavenet_a2_max", "/config/condition_dsp/config/layers/0/kernel_size", 0,
+       "config.condition_dsp.config.layers[0].kernel_size: must be >= 1, found 0"},
+      {"slimmable_container", "/config/submodels/1/model/config/layers/0/channels", 0,
+       "config.submodels[1].model.config.layers[0].channels: must be >= 1, found 0"},
+      // Sample rates no audio has.
+      {"wavenet", "/sample_rate", 0, "sample_rate: 0 Hz is outside 1000 to 768000 Hz"},
+      {"wavenet", "/sample_rate", -48000, "sample_rate: -48000 Hz is outside 1000 to 768000 Hz"},
+      {"wavenet", "/sample_rate", 4.6e18, "sample_rate: 4.6e+18 Hz is outside 1000 to 768000 Hz"},
+      {"wavenet", "/sample_rate", 1, "sample_rate: 1 Hz is outside 1000 to 768000 Hz"},
+      {"wavenet", "/sample_rate", 1.5e6, "sample_rate: 1500000 Hz is outside 1000 to 768000 Hz"},
+      {"wavenet_a2_max", "/config/condition_dsp/sample_rate", 0, "config.condition_dsp.sample_rate: 0 Hz is outside 1000 to 768000 Hz"},
+  };
+  const std::string path = ::testing::TempDir() + "/wavetrain_changed_" + std::to_string(::getpid()) + ".nam";
+  for (const Change& c : changes) {
+    nlohmann::json j;
+    std::ifstream(kDir + "/models/" + c.model + ".nam") >> j;
+    j[nlohmann::json::json_pointer(c.pointer)] = c.value;
+    std::ofstream(path) << j.dump();
+    const std::string where = c.model + " " + c.pointer + " = " + c.value.dump();
+    try {
+      read_nam_file(path);
+      ADD_FAILURE() << where << ": accepted";
+    } catch (const std::runtime_error& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what, path + ": " + c.expected) << where;
+      for (const char* leak : {"[json.exception", "basic_string", "vector", "map::at", "\n"})
+        EXPECT_EQ(what.find(leak), std::string::npos) << where << ": " << what;
+    }
+  }
+  // The same from the command line: exit 1, the one line, nothing written.
+  const std::string ckpt = ::testing::TempDir() + "/wavetrain_changed_" + std::to_string(::getpid()) + ".ckpt";
+  nlohmann::json j;
+  std::ifstream(kDir + "/models/wavenet.nam") >> j;
+  j["config"]["layers"][0]["channels"] = "8";
+  std::ofstream(path) << j.dump();
+  const wavetrain::testing::ProcessResult r =
+      wavetrain::testing::run_shell(std::string(WAVETRAIN_BINARY) + " import nam '" + path + "' -o '" + ckpt + "'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "wavetrain: error: " + path + ": config.layers[0].channels: expected an integer, found a string (\"8\")\n");
+  EXPECT_FALSE(std::filesystem::exists(ckpt));
   std::filesystem::remove(path);
 }
 

@@ -297,3 +297,409 @@ TEST(CliAmp, BuiltInCaptureIsDeterministic) {
 }
 
 }  // namespace
+
+// ---- data amp and the capture store: failures are one line naming the file (issue 21) ---------
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+
+#include "data/hdf5_store.h"
+#include "experiments/amp/amp_task.h"
+#include "experiments/amp/capture.h"
+#include "trainer/config/yaml_io.h"
+
+namespace {
+
+// write_capture's signals with the one-pole smoothing done on raw samples (its tensor loop takes
+// seconds): a 6 s capture, 37 samples late.
+void write_quick_capture(const fs::path& dir) {
+  const int64_t n = 6 * 48000, delay = 37;
+  at::manual_seed(0);
+  const at::Tensor t = at::arange(n, at::kDouble) / 48000.0;
+  const at::Tensor dry = 0.4 * at::sin(2 * M_PI * (50 * t + 300 * t * t)) + 0.1 * at::randn({n}, at::kDouble);
+  at::Tensor wet = (0.5 * at::tanh(3 * dry)).contiguous();
+  double* w = wet.data_ptr<double>();
+  for (int64_t i = 1; i < n; ++i) w[i] = 0.7 * w[i] + 0.3 * w[i - 1];
+  const at::Tensor out = at::cat({at::zeros({delay}, at::kDouble), wet, at::zeros({100 - delay}, at::kDouble)});
+  wavetrain::data::write_wav((dir / "dry.wav").string(), dry, 48000, wavetrain::data::WavSubtype::kFloat32);
+  wavetrain::data::write_wav((dir / "amp.wav").string(), out, 48000, wavetrain::data::WavSubtype::kFloat32);
+}
+
+std::vector<std::string> names_in(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// A full disk without root: RLIMIT_FSIZE (ulimit -f, in KiB) makes a write past it fail with EFBIG,
+// with SIGXFSZ ignored (trap '' XFSZ) so that write() returns the error instead of killing the
+// process. Limits that fail in the first data write and in a later one (the store is 1.8 MB).
+TEST(CliAmpStore, DataAmpOnAFullDiskSaysWhyExitsOneAndLeavesNothing) {
+  const fs::path dir = fresh("full_disk");
+  write_quick_capture(dir);
+  for (const int kib : {64, 1500}) {
+    const Result r = wavetrain::testing::run_shell("cd '" + dir.string() + "' && bash -c \"trap '' XFSZ; ulimit -f " + std::to_string(kib) +
+                                                   "; exec '" WAVETRAIN_BINARY "' data amp --input dry.wav --output amp.wav -o capture.h5 "
+                                                   "--valid-seconds 1.5\"");
+    EXPECT_EQ(r.exit_code, 1) << kib << " KiB (-1: killed by a signal)\n" << r.err;
+    const std::string prefix = "wavetrain: error: capture.h5: cannot be written: File too large (";
+    EXPECT_EQ(r.err.rfind(prefix, 0), 0u) << kib << " KiB: " << r.err;
+    EXPECT_NE(r.err.find("); nothing was left behind\n"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(names_in(dir), (std::vector<std::string>{"amp.wav", "dry.wav"})) << kib << " KiB";
+  }
+}
+
+// A directory the user cannot write to: the system's reason, not only "cannot be written". Root
+// writes anywhere, so as root the command runs as nobody (setpriv).
+TEST(CliAmpStore, DataAmpIntoAReadOnlyDirectorySaysPermissionDenied) {
+  const fs::path dir = fresh("read_only");
+  write_quick_capture(dir);
+  fs::create_directories(dir / "out");
+  ::chmod((dir / "out").c_str(), 0555);
+  std::string as_user;
+  if (::geteuid() == 0) {
+    if (wavetrain::testing::run_shell("command -v setpriv >/dev/null").exit_code != 0) GTEST_SKIP() << "root without setpriv";
+    ::chmod(dir.c_str(), 0755);
+    as_user = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  }
+  const Result r = wavetrain::testing::run_shell("cd '" + dir.string() + "' && " + as_user +
+                                                 "'" WAVETRAIN_BINARY "' data amp --input dry.wav --output amp.wav -o out/capture.h5");
+  ::chmod((dir / "out").c_str(), 0755);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err.rfind("wavetrain: error: out/capture.h5: cannot be created: Permission denied (writing its temporary out/.capture.h5.partial-", 0),
+            0u)
+      << r.err;
+  EXPECT_TRUE(fs::is_empty(dir / "out"));
+}
+
+// A mono float32 WAV written byte by byte: write_wav refuses NaN and inf, which this test needs.
+void write_float_wav(const fs::path& path, const std::vector<float>& samples, int rate) {
+  auto u32 = [](uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); };
+  auto u16 = [](uint16_t v) { return std::string(reinterpret_cast<const char*>(&v), 2); };
+  const uint32_t data_bytes = static_cast<uint32_t>(samples.size() * 4);
+  std::ofstream out(path, std::ios::binary);
+  out << "RIFF" << u32(36 + data_bytes) << "WAVE" << "fmt " << u32(16) << u16(3) << u16(1) << u32(static_cast<uint32_t>(rate))
+      << u32(static_cast<uint32_t>(rate) * 4) << u16(4) << u16(32) << "data" << u32(data_bytes);
+  out.write(reinterpret_cast<const char*>(samples.data()), static_cast<std::streamsize>(data_bytes));
+}
+
+// NaN or inf in either file: refused, naming the file and the first bad sample's index and time.
+// Before, the latency came out 0 and training failed at its first step.
+TEST(CliAmpStore, DataAmpRefusesNaNAndInfSamples) {
+  const fs::path dir = fresh("non_finite");
+  write_quick_capture(dir);
+  const at::Tensor dry = wavetrain::data::read_audio((dir / "dry.wav").string()).samples[0].contiguous();
+  const at::Tensor wet = wavetrain::data::read_audio((dir / "amp.wav").string()).samples[0].contiguous();
+  std::vector<float> x(dry.data_ptr<float>(), dry.data_ptr<float>() + dry.numel());
+  std::vector<float> y(wet.data_ptr<float>(), wet.data_ptr<float>() + wet.numel());
+  x[24000] = std::nanf("");
+  write_float_wav(dir / "dry_nan.wav", x, 48000);
+  y[96000] = -INFINITY;
+  y[100000] = INFINITY;
+  write_float_wav(dir / "amp_inf.wav", y, 48000);
+  const Result a = wavetrain_in(dir, "data amp --input dry_nan.wav --output amp.wav -o bad.h5");
+  EXPECT_EQ(a.exit_code, 1);
+  EXPECT_EQ(a.err, "wavetrain: error: dry_nan.wav: sample 24000 (0.500000 s) is NaN; a capture must hold finite samples (export it again, "
+                   "or check the plugin chain)\n");
+  const Result b = wavetrain_in(dir, "data amp --input dry.wav --output amp_inf.wav -o bad.h5");
+  EXPECT_EQ(b.exit_code, 1);
+  EXPECT_EQ(b.err, "wavetrain: error: amp_inf.wav: sample 96000 (2.000000 s) is -inf (the first of 2 that are not finite); a capture must "
+                   "hold finite samples (export it again, or check the plugin chain)\n");
+  EXPECT_FALSE(fs::exists(dir / "bad.h5"));
+}
+
+// A capture store written by hand (h5py, a script): each problem is one error naming the store and
+// the split, item and field.
+std::string capture_error(const fs::path& path, const std::function<void(wavetrain::data::DatasetWriter&)>& fill) {
+  {
+    wavetrain::data::DatasetWriter w(path.string());
+    fill(w);
+    w.finish();
+  }
+  try {
+    (void)wavetrain::experiments::amp::read_capture(wavetrain::data::DatasetReader(path.string()));
+  } catch (const wavetrain::data::StoreError& e) {
+    return e.what();
+  }
+  return "read";
+}
+
+TEST(CliAmpStore, CaptureStoreErrorsNameTheStoreAndField) {
+  const fs::path dir = fresh("store_errors");
+  const std::string p = (dir / "c.h5").string();
+  const at::Tensor x = at::zeros({100});
+  auto valid = [&](wavetrain::data::DatasetWriter& w) { w.add("valid", {{"input", x}, {"target", x}}); };
+  EXPECT_EQ(capture_error(p, [&](auto& w) { w.add("train", {{"input", x}}); valid(w); }),
+            p + ": split 'train' has no field 'target'; a capture store's items have the fields input and target");
+  EXPECT_EQ(capture_error(p, [&](auto& w) { valid(w); }),
+            p + ": no split 'train'; a capture store has the splits train and valid (wavetrain data amp)");
+  EXPECT_EQ(capture_error(p, [&](auto& w) { w.add("train", {{"input", at::zeros({100, 2})}, {"target", at::zeros({100, 2})}}); valid(w); }),
+            p + ": split 'train' item 0 field 'input' has shape [100, 2]; a capture field is one-dimensional [samples] (mono)");
+  EXPECT_EQ(capture_error(p, [&](auto& w) { w.add("train", {{"input", at::zeros({100}, at::kLong)}, {"target", x}}); valid(w); }),
+            p + ": split 'train' item 0 field 'input' holds Long values; capture samples are float32, float64, or int32, int16 or uint8 PCM");
+  EXPECT_EQ(capture_error(p, [&](auto& w) { w.add("train", {{"input", x}, {"target", at::zeros({99})}}); valid(w); }),
+            p + ": split 'train' item 0: input has 100 samples and target 99; they must be aligned sample for sample");
+  EXPECT_EQ(capture_error(p, [&](auto& w) { w.add("train", {{"input", x}, {"target", x}}); valid(w); valid(w); }),
+            p + ": split 'valid' has 2 items; a capture store has one validation item (wavetrain data amp writes one)");
+  at::Tensor nan = at::zeros({96000});
+  nan[72000] = std::nan("");
+  EXPECT_EQ(capture_error(p, [&](auto& w) {
+              w.set_attribute("sample_rate", int64_t{48000});
+              w.add("train", {{"input", x}, {"target", x}});
+              w.add("train", {{"input", at::zeros({96000})}, {"target", nan}});
+              valid(w);
+            }),
+            p + ": split 'train' item 1 field 'target': sample 72000 (1.500000 s) is NaN; a capture must hold finite samples");
+
+  // Through the command: one line, exit status 1 (before: "map::at").
+  capture_error(p, [&](auto& w) { w.add("train", {{"input", x}}); valid(w); });
+  const Result r = wavetrain_in(dir, "train +experiment=amp amp.data=c.h5 model.preset=nano trainer.max_epochs=1 run.dir=run");
+  EXPECT_EQ(r.exit_code, 1);
+  const size_t error = r.err.find("wavetrain: error: ");
+  ASSERT_NE(error, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.substr(error), "wavetrain: error: c.h5: split 'train' has no field 'target'; a capture store's items have the fields input "
+                                  "and target\n");
+}
+
+// The dtypes docs/data-format.md lists are read as audio: float64 as is, PCM integers scaled as
+// WAV scales them (int16 / 32768, (uint8 - 128) / 128, int32 / 2^31).
+TEST(CliAmpStore, CaptureStoreDtypesAreReadAsAudio) {
+  const fs::path dir = fresh("store_dtypes");
+  const std::string p = (dir / "c.h5").string();
+  {
+    wavetrain::data::DatasetWriter w(p);
+    w.set_attribute("sample_rate", 44100.0);
+    w.add("train", {{"input", at::tensor({-32768, 0, 16384}, at::kShort)}, {"target", at::tensor({0, 128, 192}, at::kByte)}});
+    w.add("valid", {{"input", at::tensor({0.25, -0.5, 1.0}, at::kDouble)}, {"target", at::tensor({-1073741824, 0, 1073741824}, at::kInt)}});
+    w.finish();
+  }
+  const wavetrain::experiments::amp::CaptureData c = wavetrain::experiments::amp::read_capture(wavetrain::data::DatasetReader(p));
+  EXPECT_EQ(c.sample_rate, 44100.0);
+  EXPECT_TRUE(at::equal(c.train_input[0], at::tensor({-1.0f, 0.0f, 0.5f}))) << c.train_input[0];
+  EXPECT_TRUE(at::equal(c.train_target[0], at::tensor({-1.0f, 0.0f, 0.5f}))) << c.train_target[0];
+  EXPECT_TRUE(at::equal(c.valid_input, at::tensor({0.25f, -0.5f, 1.0f}))) << c.valid_input;
+  EXPECT_TRUE(at::equal(c.valid_target, at::tensor({-0.5f, 0.0f, 0.5f}))) << c.valid_target;
+}
+
+// Several training items (several captures of one amp): every one gives windows, none straddles
+// two items. Before, only item 0 was used, silently.
+TEST(CliAmpStore, AmpTaskTrainsOnEveryTrainingItem) {
+  const fs::path dir = fresh("store_items");
+  const std::string p = (dir / "c.h5").string();
+  const at::Tensor a = at::arange(5000, at::kFloat) / 5000, b = -at::arange(3000, at::kFloat) / 3000;
+  {
+    wavetrain::data::DatasetWriter w(p);
+    w.add("train", {{"input", a}, {"target", a}});
+    w.add("train", {{"input", b}, {"target", b}});
+    w.add("valid", {{"input", a}, {"target", a}});
+    w.finish();
+  }
+  const wavetrain::config::Config cfg(wavetrain::config::load_yaml_string(
+      "amp:\n  data: " + p + "\n  segment: 1000\n  burn_in: 500\nmodel:\n  architecture: lstm\n  preset: 1x12\n", "test"));
+  const std::unique_ptr<wavetrain::Task> task = wavetrain::experiments::amp::make_amp_task(cfg);
+  // Windows of 500 + 1000 samples every 1000: 4 in item 0 (5000 samples), 2 in item 1 (3000).
+  ASSERT_EQ(task->size(wavetrain::Split::Train), 6);
+  const wavetrain::Batch last = task->make_batch(wavetrain::Split::Train, {4, 5}, at::kCPU);
+  EXPECT_TRUE(at::equal(last.input[0][0], b.narrow(0, 0, 1500)));
+  EXPECT_TRUE(at::equal(last.input[1][0], b.narrow(0, 1000, 1500)));
+  EXPECT_TRUE(at::equal(last.target[1][0], b.narrow(0, 1500, 1000)));
+}
+
+// A rate that no .nam file may have (a typo, a damaged store) is refused before training, not
+// found at export time.
+TEST(CliAmpStore, AmpTaskRefusesARateNoNamFileMayHave) {
+  const fs::path dir = fresh("store_rate");
+  const std::string p = (dir / "c.h5").string();
+  const at::Tensor a = at::arange(5000, at::kFloat) / 5000;
+  {
+    wavetrain::data::DatasetWriter w(p);
+    w.add("train", {{"input", a}, {"target", a}});
+    w.add("valid", {{"input", a}, {"target", a}});
+    w.set_attribute("sample_rate", int64_t{800});
+    w.finish();
+  }
+  for (const auto& [extra, message] : std::vector<std::pair<std::string, std::string>>{
+           {"", "the capture store's sample_rate: 800 Hz is outside 1000 to 768000 Hz"},
+           {"  sample_rate: 1.0\n", "amp.sample_rate (test:5): 1 Hz is outside 1000 to 768000 Hz"}}) {
+    const wavetrain::config::Config cfg(wavetrain::config::load_yaml_string(
+        "amp:\n  data: " + p + "\n  segment: 1000\n  burn_in: 500\n" + extra + "model:\n  architecture: lstm\n  preset: 1x12\n", "test"));
+    try {
+      wavetrain::experiments::amp::make_amp_task(cfg);
+      ADD_FAILURE() << "accepted: " << message;
+    } catch (const std::exception& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+  }
+}
+
+}  // namespace
+
+// ---- infer, import nam, export nam: long audio streamed, bad rates refused, full disks (issue 21) -
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include <limits>
+#include <tuple>
+
+#include "trainer/checkpoint.h"
+
+namespace cli_amp_nam_io {
+
+namespace amp = wavetrain::experiments::amp;
+const std::string kNamModels = std::string(WAVETRAIN_TEST_DATA) + "/reference/nam/models/";
+
+// The peak resident memory (KiB) of `wavetrain ARGS...`, run in `dir`, as wait4 reports it for
+// that one child (not the largest of every child this test process ever had).
+long peak_rss_kib(const fs::path& dir, const std::vector<std::string>& args, int* exit_code) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (chdir(dir.c_str()) != 0) _exit(127);
+    const int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    std::vector<char*> argv = {const_cast<char*>(WAVETRAIN_BINARY)};
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(WAVETRAIN_BINARY, argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  struct rusage usage {};
+  wait4(pid, &status, 0, &usage);
+  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return usage.ru_maxrss;
+}
+
+at::Tensor infer_signal(int64_t n) {
+  const at::Tensor t = at::arange(n, at::kDouble);
+  return (0.3 * at::sin(0.05 * t) + 0.05 * at::sin(0.31 * t)).to(at::kFloat);
+}
+
+// infer streams the file (read, resampled, played and written a block of 65,536 samples at a
+// time) and writes what processing the whole file in memory gives, bit for bit, in every mode;
+// resampled in and out too.
+TEST(CliAmpNamIo, InferStreamsALongFileAsProcessingItWholeDoes) {
+  const fs::path dir = fresh("infer_streams");
+  const at::Tensor x = infer_signal(200000);  // 3 blocks and a part
+  wavetrain::data::write_wav((dir / "in.wav").string(), x, 48000, wavetrain::data::WavSubtype::kFloat32);
+  wavetrain::data::write_wav((dir / "in44.wav").string(), x.narrow(0, 0, 150000), 44100, wavetrain::data::WavSubtype::kFloat32);
+  struct Case {
+    std::string model, mode;
+    int64_t chunk, overlap;
+    bool at_44k;  // resampled to the model's 48 kHz, played, resampled back
+  };
+  for (const Case& c : std::vector<Case>{{"wavenet", "exact", 4096, 0, false},  // LibTorch batches
+                                         {"wavenet", "exact", 4096, 0, true},
+                                         {"wavenet", "stream", 1000, 0, false},
+                                         {"wavenet", "crossfade", 30000, 5000, false},
+                                         {"lstm", "exact", 4096, 0, false},  // the engine
+                                         {"lstm", "crossfade", 30000, 70000, true}}) {
+    amp::AmpModel m = amp::read_nam(kNamModels + c.model + ".nam");
+    amp::ProcessOptions o;
+    o.mode = c.mode, o.chunk = c.chunk, o.overlap = c.overlap;
+    const std::string where = c.model + " " + c.mode + (c.at_44k ? " at 44.1 kHz" : "");
+    const Result r = wavetrain_in(dir, "infer '" + kNamModels + c.model + ".nam' " + (c.at_44k ? "in44.wav" : "in.wav") + " -o out.wav --mode " +
+                                           c.mode + " --chunk " + std::to_string(c.chunk) + " --overlap " + std::to_string(c.overlap));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const at::Tensor y = wavetrain::data::read_audio((dir / "out.wav").string()).samples[0];
+    const at::Tensor whole = c.at_44k ? wavetrain::data::resample(
+                                            amp::process(m, wavetrain::data::resample(x.narrow(0, 0, 150000), 44100, 48000), o), 48000, 44100)
+                                      : amp::process(m, x, o);
+    ASSERT_EQ(y.numel(), c.at_44k ? 150000 : 200000) << where;
+    EXPECT_TRUE(at::equal(y, whole)) << where;
+  }
+  EXPECT_EQ(std::vector<std::string>({"in.wav", "in44.wav", "out.wav"}), [&] {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }());  // no .out.wav.partial left
+}
+
+// Memory does not grow with the input's length: 45 s of audio takes no more than 5 s does, within
+// 20 MB (whole-file processing held about 27 bytes a sample: 52 MB more for the 40 s between them).
+TEST(CliAmpNamIo, InferMemoryDoesNotGrowWithTheInputLength) {
+  const fs::path dir = fresh("infer_memory");
+  long peak[2];
+  const int seconds[2] = {5, 45};
+  for (int i = 0; i < 2; ++i) {
+    const std::string name = "in" + std::to_string(seconds[i]) + ".wav";
+    wavetrain::data::write_wav((dir / name).string(), infer_signal(48000 * seconds[i]), 48000, wavetrain::data::WavSubtype::kFloat32);
+    // Chunks of 4096: LibTorch's batches (a chunk per thread, up to 16) stay small on any machine.
+    // The smaller of two runs: the threads' allocations once made one run 19 MB larger.
+    peak[i] = std::numeric_limits<long>::max();
+    for (int run = 0; run < 2; ++run) {
+      int exit_code = -1;
+      peak[i] = std::min(peak[i], peak_rss_kib(dir, {"infer", kNamModels + "wavenet.nam", name, "-o", "out.wav", "--chunk", "4096"}, &exit_code));
+      ASSERT_EQ(exit_code, 0);
+    }
+    EXPECT_EQ(wavetrain::data::AudioFileReader((dir / "out.wav").string()).frames(), 48000 * seconds[i]);
+  }
+  std::printf("infer peak RSS: %ld KiB for 5 s, %ld KiB for 45 s\n", peak[0], peak[1]);
+  EXPECT_LT(peak[1] - peak[0], 20 * 1024) << peak[0] << " KiB for 5 s, " << peak[1] << " KiB for 45 s";
+}
+
+// A model whose rate no audio has is refused where it is read: a checkpoint recording amp.sample_rate
+// 0, -48000 or 4.6e18 (export nam) or 1 (infer), naming the file and the key; nothing written.
+TEST(CliAmpNamIo, ACheckpointWithAnImpossibleSampleRateIsRefused) {
+  const fs::path dir = fresh("bad_rate");
+  ASSERT_EQ(wavetrain_in(dir, "import nam '" + kNamModels + "wavenet.nam' -o good.ckpt").exit_code, 0);
+  wavetrain::data::write_wav((dir / "in.wav").string(), infer_signal(4800), 48000);
+  const wavetrain::TrainingState good = wavetrain::Checkpoint::load((dir / "good.ckpt").string());
+  const size_t at = good.config_yaml.find("sample_rate: ");
+  ASSERT_NE(at, std::string::npos) << good.config_yaml;
+  const size_t end = good.config_yaml.find('\n', at);
+  for (const auto& [rate, shown] : {std::pair<std::string, std::string>{"0", "0"}, {"-48000", "-48000"}, {"4.6e18", "4.6e+18"}, {"1", "1"}}) {
+    const bool infer = rate == "1";  // played at 1 Hz, 4800 samples became a file of 3
+    wavetrain::TrainingState bad = good;
+    bad.config_yaml = good.config_yaml.substr(0, at) + "sample_rate: " + rate + good.config_yaml.substr(end);
+    wavetrain::Checkpoint::save((dir / "bad.ckpt").string(), bad);
+    const std::string expected =
+        "wavetrain: error: amp.sample_rate (bad.ckpt (recorded config):5): " + shown + " Hz is outside 1000 to 768000 Hz\n";
+    const Result r = wavetrain_in(dir, infer ? "infer bad.ckpt in.wav -o out.wav" : "export nam bad.ckpt -o bad.nam");
+    EXPECT_EQ(r.exit_code, 1) << rate;
+    EXPECT_EQ(r.err, expected) << rate;
+    EXPECT_FALSE(fs::exists(dir / (infer ? "out.wav" : "bad.nam"))) << rate;
+  }
+  // A model made with such a rate is not written either.
+  amp::AmpModel m = amp::read_nam(kNamModels + "wavenet.nam");
+  m.sample_rate = 0;
+  try {
+    amp::write_nam((dir / "zero.nam").string(), m);
+    ADD_FAILURE() << "written at 0 Hz";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), (dir / "zero.nam").string() + ": not written: sample_rate: 0 Hz is outside 1000 to 768000 Hz");
+  }
+  EXPECT_FALSE(fs::exists(dir / "zero.nam"));
+}
+
+// export nam on a full disk (RLIMIT_FSIZE of 1 KiB, SIGXFSZ ignored so that write() fails with
+// EFBIG): exit 1, one line naming the file and the reason, no temporary left beside it.
+TEST(CliAmpNamIo, ExportNamOnAFullDiskSaysWhyAndLeavesNothing) {
+  const fs::path dir = fresh("export_full");
+  ASSERT_EQ(wavetrain_in(dir, "import nam '" + kNamModels + "my_model.nam' -o model.ckpt").exit_code, 0);
+  fs::create_directories(dir / "out");
+  const Result r = wavetrain::testing::run_shell("cd '" + dir.string() + "' && bash -c \"trap '' XFSZ; ulimit -f 1; exec '" WAVETRAIN_BINARY
+                                                 "' export nam model.ckpt -o out/x.nam\"");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("wavetrain: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("out/x.nam"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("File too large"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::is_empty(dir / "out"));
+  // And with room, the same command writes it, and removes what an export killed while writing
+  // this file left (the temporaries of write_file_atomic's naming, not other files).
+  std::ofstream(dir / "out/x.nam.tmp.Ab12Cd") << "half of an earlier export";
+  std::ofstream(dir / "out/y.nam.tmp.Ab12Cd") << "another file's";
+  const Result ok = wavetrain_in(dir, "export nam model.ckpt -o out/x.nam");
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_FALSE(fs::exists(dir / "out/x.nam.tmp.Ab12Cd"));
+  EXPECT_TRUE(fs::exists(dir / "out/y.nam.tmp.Ab12Cd"));
+  EXPECT_EQ(amp::read_nam_file((dir / "out/x.nam").string()).weights.size(), 13802u);
+}
+
+}  // namespace cli_amp_nam_io

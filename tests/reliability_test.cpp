@@ -113,6 +113,30 @@ TEST(Reliability, AKilledSweepResumesEachJobExactlyOnce) {
   EXPECT_EQ(columns, 1u) << header;
 }
 
+// SIGTERM to a local multirun's launcher stops the sweep in order: the running jobs save their
+// checkpoints and stop, the queued one stays pending, the launcher exits 75, and --resume ends them all.
+TEST(Reliability, ASweepStoppedBySigtermStopsItsJobsInOrder) {
+  const fs::path dir = fresh("sigterm");
+  const Result stopped = shell_in(dir,
+      "WAVETRAIN_FAULT_STEP_DELAY_MS=5 \"" WAVETRAIN_BINARY "\" train -m task=toy_regression trainer.max_epochs=1000 "
+      "trainer.max_steps=600 trainer.seed=1,2,3 run.multirun_dir=sweep -j 2 > launcher.log 2>&1 & pid=$!; "
+      "for i in $(seq 400); do [ -f sweep/0/metrics.csv ] && [ -f sweep/1/metrics.csv ] && break; sleep 0.05; done; "
+      "kill -TERM $pid; wait $pid; echo \"exit $?\"");
+  EXPECT_NE(stopped.out.find("exit 75"), std::string::npos) << stopped.out << read_text(dir / "launcher.log");
+  EXPECT_NE(read_text(dir / "launcher.log").find("stop requested (SIGTERM): the running jobs save their checkpoints and stop"),
+            std::string::npos) << read_text(dir / "launcher.log");
+  const nlohmann::json summary = read_json(dir / "sweep/summary.json");
+  EXPECT_EQ(summary["jobs"][0]["status"], "running");
+  EXPECT_EQ(summary["jobs"][1]["status"], "running");
+  EXPECT_EQ(summary["jobs"][2]["status"], "pending");
+  EXPECT_TRUE(fs::exists(dir / "sweep/0/checkpoints/last.ckpt"));
+  EXPECT_FALSE(fs::exists(dir / "sweep/2"));
+  const Result resumed = wavetrain_in(dir, "train -m --resume sweep");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  for (int j = 0; j < 3; ++j) EXPECT_EQ(read_json(dir / ("sweep/" + std::to_string(j)) / "result.json")["global_step"], 600) << j;
+  EXPECT_NE(read_text(dir / "sweep/0/wavetrain.log").find("resumed from "), std::string::npos);
+}
+
 // A resumed sweep whose job is still run by a process that outlived its launcher waits for it (the
 // job's directory is locked) instead of moving it aside and starting it again, and keeps its result.
 TEST(Reliability, ResumeWaitsForALiveJobAndKeepsWhatItFinished) {
@@ -170,6 +194,20 @@ TEST(Reliability, AKillInsideASaveLeavesNoTemporaryAndTopKSurvivesTheResume) {
     EXPECT_FALSE(wavetrain::is_atomic_temporary(e.path().filename().string())) << e.path();
   EXPECT_TRUE(fs::exists(dir / "killed/checkpoints/notes.tmp.txt"));
   EXPECT_EQ(files_in(dir / "killed/checkpoints", "epoch="), kept);
+}
+
+// A checkpoint that cannot be written (a full disk, here a file-size limit: write() fails with
+// EFBIG) ends the run with exit 1 and one line naming the file and the system's reason, on the
+// terminal and in the run's log; its temporary is gone.
+TEST(Reliability, AFailedCheckpointWriteIsInTheLogAndLeavesNoTemporary) {
+  const fs::path dir = fresh("full");
+  const Result r = shell_in(dir, "trap \"\" XFSZ; ulimit -f 16; exec \"" WAVETRAIN_BINARY "\" train task=toy_regression "
+                                 "trainer.max_epochs=1 run.dir=full");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("wavetrain: error: Cannot write 'full/checkpoints/last.ckpt': File too large\n"), std::string::npos) << r.err;
+  EXPECT_NE(read_text(dir / "full/wavetrain.log").find("] error: Cannot write 'full/checkpoints/last.ckpt': File too large\n"),
+            std::string::npos);
+  for (const auto& e : fs::directory_iterator(dir / "full/checkpoints")) ADD_FAILURE() << "left behind: " << e.path();
 }
 
 TEST(Reliability, AtomicTemporariesAreRecognisedByTheirExactNaming) {

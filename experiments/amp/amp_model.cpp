@@ -21,6 +21,31 @@ namespace {
 
 [[noreturn]] void bad_file(const std::string& path, const std::string& what) { throw std::runtime_error(path + ": " + what); }
 
+void check_options(const ProcessOptions& o) {
+  if (o.chunk < 1) throw std::invalid_argument("process: chunk must be >= 1");
+  if (o.overlap < 0) throw std::invalid_argument("process: overlap must be >= 0");
+  if (o.mode != "exact" && o.mode != "stream" && o.mode != "crossfade")
+    throw std::invalid_argument("process: mode '" + o.mode + "' is not exact, stream or crossfade");
+}
+
+// The chunks of the classic WaveNet that go through LibTorch at once: one per thread (the CPU
+// kernels run a batch's items in parallel), at most 16, to bound memory.
+int64_t chunks_per_batch() { return std::clamp(at::get_num_threads(), 1, 16); }
+
+// The real-time engine's largest block: the chunk in stream mode (a host's buffer), else 8192.
+int64_t engine_block(const ProcessOptions& o) {
+  return std::min<int64_t>(std::min<int64_t>(o.chunk, o.mode == "stream" ? o.chunk : 8192), 65536);
+}
+
+// Crossfade mode: the `lead` samples a chunk computed early blend linearly into the previous
+// output. One function for process() and AmpStream, so that both round alike.
+void blend_lead(float* y, const float* fresh, int64_t lead) {
+  for (int64_t i = 0; i < lead; ++i) {
+    const float ramp = static_cast<float>(i + 1) / static_cast<float>(lead + 1);
+    y[i] = y[i] * (1 - ramp) + fresh[i] * ramp;
+  }
+}
+
 }  // namespace
 
 torch::nn::Module& AmpModel::module() {
@@ -171,28 +196,27 @@ AmpModel read_nam(const std::string& path) {
   const NamFileModel f = read_nam_file(path);
   try {
     return amp_model_of(f);
-  } catch (const std::exception& e) {  // building a module (LibTorch errors included)
+  } catch (const c10::Error& e) {  // building a module: LibTorch's message, without its backtrace
+    const std::string what = e.what_without_backtrace();
+    bad_file(path, what.substr(0, what.find('\n')));
+  } catch (const std::exception& e) {
     bad_file(path, e.what());
   }
 }
 
 at::Tensor process(AmpModel& m, const at::Tensor& audio, const ProcessOptions& o) {
   if (audio.dim() != 1) throw std::invalid_argument("process: audio must be mono [samples], got " + c10::str(audio.sizes()));
-  if (o.chunk < 1) throw std::invalid_argument("process: chunk must be >= 1");
-  if (o.overlap < 0) throw std::invalid_argument("process: overlap must be >= 0");
-  if (o.mode != "exact" && o.mode != "stream" && o.mode != "crossfade")
-    throw std::invalid_argument("process: mode '" + o.mode + "' is not exact, stream or crossfade");
+  check_options(o);
   torch::NoGradGuard no_grad;
   const at::Tensor x = audio.to(at::kFloat).contiguous();
   const int64_t n = x.numel(), rf = m.receptive_field();
   at::Tensor out = at::empty({n}, at::kFloat);
   if (o.mode == "exact" && m.wavenet) {
     m.module().eval();
-    // Chunks are independent given their context: full ones go through in batches of one per
-    // thread (the CPU kernels run a batch's items in parallel; at most 16, to bound memory), then
-    // the short last one.
+    // Chunks are independent given their context: full ones go through in batches, then the short
+    // last one.
     const at::Tensor padded = at::cat({at::zeros({rf - 1}), x});
-    const int64_t full = n / o.chunk, per_batch = std::clamp(at::get_num_threads(), 1, 16);
+    const int64_t full = n / o.chunk, per_batch = chunks_per_batch();
     for (int64_t c = 0; c < full; c += per_batch) {
       const int64_t count = std::min(per_batch, full - c);
       const at::Tensor windows = padded.narrow(0, c * o.chunk, (count - 1) * o.chunk + o.chunk + rf - 1)
@@ -206,8 +230,7 @@ at::Tensor process(AmpModel& m, const at::Tensor& audio, const ProcessOptions& o
   }
   // The real-time engine: every model, the plugin's state and prewarm.
   const NamFileModel file = m.to_nam();
-  const int64_t block = std::min<int64_t>(o.chunk, o.mode == "stream" ? o.chunk : 8192);
-  NamDsp dsp(file, std::min<int64_t>(block, 65536), o.prewarm);
+  NamDsp dsp(file, engine_block(o), o.prewarm);
   const float* in = x.data_ptr<float>();
   float* y = out.data_ptr<float>();
   if (o.mode != "crossfade") {
@@ -221,12 +244,102 @@ at::Tensor process(AmpModel& m, const at::Tensor& audio, const ProcessOptions& o
     dsp.reset();  // zero context (WaveNet) or the stored, prewarmed state (LSTM)
     dsp.process(in + s - lead, fresh.data(), len + lead);
     std::copy(fresh.begin() + lead, fresh.end(), y + s);
-    for (int64_t i = 0; i < lead; ++i) {  // blend the early start into the previous chunk's tail
-      const float ramp = static_cast<float>(i + 1) / static_cast<float>(lead + 1);
-      y[s - lead + i] = y[s - lead + i] * (1 - ramp) + fresh[static_cast<size_t>(i)] * ramp;
-    }
+    blend_lead(y + s - lead, fresh.data(), lead);  // the early start, into the previous chunk's tail
   }
   return out;
+}
+
+AmpStream::AmpStream(AmpModel& model, const ProcessOptions& o) : model_(model), options_(o) {
+  check_options(o);
+  if (o.mode == "exact" && model.wavenet) {
+    libtorch_ = true;
+    model.module().eval();
+    rf_ = model.receptive_field();
+    per_batch_ = chunks_per_batch();
+    context_.assign(static_cast<size_t>(rf_ - 1), 0.0f);  // WaveNet sees zeros before the first sample
+  } else {
+    file_ = std::make_unique<NamFileModel>(model.to_nam());
+    dsp_ = std::make_unique<NamDsp>(*file_, engine_block(o), o.prewarm);
+  }
+}
+
+AmpStream::~AmpStream() = default;
+
+void AmpStream::push(const float* in, int64_t n, std::vector<float>& out) {
+  if (finished_) throw std::logic_error("AmpStream: push after finish");
+  if (n < 0) throw std::invalid_argument("AmpStream: push of " + std::to_string(n) + " samples");
+  pending_.insert(pending_.end(), in, in + n);
+  drain(false, out);
+}
+
+void AmpStream::finish(std::vector<float>& out) {
+  if (finished_) return;
+  drain(true, out);
+  finished_ = true;
+}
+
+void AmpStream::drain(bool at_end, std::vector<float>& out) {
+  const int64_t avail = static_cast<int64_t>(pending_.size()), chunk = options_.chunk;
+  int64_t pos = 0;  // input of pending_ processed by this call
+  if (libtorch_) {
+    // As process(): the same chunk grid and the same batches (full ones until the end), so the
+    // same numbers.
+    torch::NoGradGuard no_grad;
+    const int64_t full = avail / chunk, chunks = at_end ? full : full / per_batch_ * per_batch_;
+    if (chunks == 0 && !(at_end && avail > 0)) return;
+    at::Tensor padded = at::empty({rf_ - 1 + avail}, at::kFloat);
+    std::copy(context_.begin(), context_.end(), padded.data_ptr<float>());
+    std::copy(pending_.begin(), pending_.end(), padded.data_ptr<float>() + (rf_ - 1));
+    auto append = [&](const at::Tensor& y) {
+      const at::Tensor flat = y.contiguous().view({-1});
+      out.insert(out.end(), flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel());
+    };
+    for (int64_t c = 0; c < chunks; c += per_batch_) {
+      const int64_t count = std::min(per_batch_, chunks - c);
+      const at::Tensor windows = padded.narrow(0, c * chunk, count * chunk + rf_ - 1).unfold(0, chunk + rf_ - 1, chunk).unsqueeze(1);
+      append(model_.wavenet->forward(windows.contiguous()));
+    }
+    pos = chunks * chunk;
+    if (at_end && pos < avail) {
+      append(model_.wavenet->forward(padded.narrow(0, pos, avail - pos + rf_ - 1).view({1, 1, -1})));
+      pos = avail;
+    }
+    const float* p = padded.data_ptr<float>() + pos;  // the rf - 1 samples before the next input
+    context_.assign(p, p + (rf_ - 1));
+  } else if (options_.mode != "crossfade") {
+    while (avail - pos >= chunk || (at_end && pos < avail)) {
+      const int64_t len = std::min(chunk, avail - pos);
+      const size_t at = out.size();
+      out.resize(at + static_cast<size_t>(len));
+      dsp_->process(pending_.data() + pos, out.data() + at, len);
+      pos += len;
+    }
+  } else {
+    // Each chunk restarts `lead` samples early (from context_) and blends into the output before
+    // it, which is held back (held_) until no later chunk can reach it.
+    const int64_t overlap = options_.overlap, kept = static_cast<int64_t>(context_.size());
+    std::vector<float> source(context_);
+    source.insert(source.end(), pending_.begin(), pending_.end());
+    std::vector<float> y(held_);
+    const int64_t held = static_cast<int64_t>(held_.size());
+    std::vector<float> fresh;
+    while (avail - pos >= chunk || (at_end && pos < avail)) {
+      const int64_t len = std::min(chunk, avail - pos), lead = std::min(overlap, consumed_ + pos);
+      fresh.resize(static_cast<size_t>(len + lead));
+      dsp_->reset();
+      dsp_->process(source.data() + kept + pos - lead, fresh.data(), len + lead);
+      y.insert(y.end(), fresh.begin() + lead, fresh.end());
+      blend_lead(y.data() + held + pos - lead, fresh.data(), lead);
+      pos += len;
+    }
+    const int64_t keep = at_end ? 0 : std::min(overlap, consumed_ + pos);
+    out.insert(out.end(), y.begin(), y.end() - keep);
+    held_.assign(y.end() - keep, y.end());
+    const int64_t context = std::min(overlap, consumed_ + pos);
+    context_.assign(source.begin() + (kept + pos - context), source.begin() + (kept + pos));
+  }
+  pending_.erase(pending_.begin(), pending_.begin() + pos);
+  consumed_ += pos;
 }
 
 }  // namespace wavetrain::experiments::amp

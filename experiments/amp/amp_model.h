@@ -19,6 +19,7 @@
 #include <string>
 
 #include <memory>
+#include <vector>
 
 #include "experiments/amp/lstm.h"
 #include "experiments/amp/nam_file.h"
@@ -81,5 +82,43 @@ struct ProcessOptions {
 
 // audio [samples] (mono, float) -> [samples]
 at::Tensor process(AmpModel& model, const at::Tensor& audio, const ProcessOptions& options = {});
+
+class NamDsp;
+
+// process() over audio that arrives in pieces (a file read a chunk at a time): the same output,
+// sample for sample, for every mode, with memory bounded by the chunk size (exact mode on the
+// trainable WaveNet keeps one batch of chunks and the receptive field; crossfade keeps `overlap`
+// samples of input and of output to blend), not by the length of the audio.
+class AmpStream {
+ public:
+  AmpStream(AmpModel& model, const ProcessOptions& options);
+  ~AmpStream();
+  AmpStream(const AmpStream&) = delete;
+  AmpStream& operator=(const AmpStream&) = delete;
+
+  // Takes n input samples; appends to `out` the output samples that are final (output i answers
+  // input i; the output may lag the input by up to a batch of chunks).
+  void push(const float* in, int64_t n, std::vector<float>& out);
+  // End of the input: appends the rest of the output.
+  void finish(std::vector<float>& out);
+
+ private:
+  // Processes what pending_ holds as process() would: whole chunks (whole batches of them for
+  // LibTorch); at the end, the rest.
+  void drain(bool at_end, std::vector<float>& out);
+
+  AmpModel& model_;
+  ProcessOptions options_;
+  bool libtorch_ = false;          // exact mode on the trainable classic WaveNet
+  int64_t rf_ = 1, per_batch_ = 1;  // receptive field; chunks per LibTorch batch
+  std::unique_ptr<NamFileModel> file_;
+  std::unique_ptr<NamDsp> dsp_;
+  std::vector<float> pending_;  // input not yet processed
+  std::vector<float> context_;  // the receptive field - 1 samples before pending_ (LibTorch), or the
+                                // up to `overlap` samples before it (crossfade)
+  std::vector<float> held_;     // crossfade: output not yet final (the next chunk blends into it)
+  int64_t consumed_ = 0;        // input samples processed so far
+  bool finished_ = false;
+};
 
 }  // namespace wavetrain::experiments::amp

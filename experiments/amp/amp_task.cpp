@@ -20,6 +20,7 @@
 #include "data/hdf5_store.h"
 #include "experiments/amp/amp_model.h"
 #include "experiments/amp/amp_task.h"
+#include "experiments/amp/nam_file.h"
 #include "experiments/amp/capture.h"
 #include "losses/audio_losses.h"
 #include "trainer/task.h"
@@ -145,9 +146,20 @@ AmpModel amp_model_from_config(const config::Config& cfg, const data::DatasetRea
       throw config::ConfigError(e.what());
     }
   }
-  if (cfg.has("amp.sample_rate")) m.sample_rate = cfg.get_float("amp.sample_rate");
-  else if (store) m.sample_rate = capture_sample_rate(*store);
-  else if (cfg.has("amp.data")) m.sample_rate = capture_sample_rate(data::DatasetReader(cfg.get_string("amp.data"), 0));
+  std::string rate_from = "the default 48000 Hz";
+  if (cfg.has("amp.sample_rate")) {
+    m.sample_rate = cfg.get_float("amp.sample_rate");
+    rate_from = "amp.sample_rate (" + cfg.value("amp.sample_rate").origin().str() + ")";
+  } else if (store) {
+    m.sample_rate = capture_sample_rate(*store);
+    rate_from = "the capture store's sample_rate";
+  } else if (cfg.has("amp.data")) {
+    m.sample_rate = capture_sample_rate(data::DatasetReader(cfg.get_string("amp.data"), 0));
+    rate_from = cfg.get_string("amp.data") + ": sample_rate";
+  }
+  // A model at a rate no .nam file may have could be trained but never exported or played.
+  if (!nam_sample_rate_supported(m.sample_rate))
+    throw config::ConfigError(rate_from + ": " + nam_sample_rate_problem(m.sample_rate));
   return m;
 }
 

@@ -44,6 +44,13 @@ struct NamFileModel {
   const NamFileModel& default_model() const;
 };
 
+// The sample rates a model may have: 1 kHz to 768 kHz, the rates audio files are read at
+// (data/audio_io.h). A rate of 0, negative, NaN or 4.6e18 is a damaged file or config.
+inline constexpr double kNamMinSampleRate = 1000, kNamMaxSampleRate = 768000;
+bool nam_sample_rate_supported(double rate);
+// "0 Hz is outside 1000 to 768000 Hz" (for an error after the key).
+std::string nam_sample_rate_problem(double rate);
+
 // The versions the NAM plugin's current core reads.
 bool nam_version_supported(const std::string& version);
 inline constexpr const char* kNamSupportedVersions = "0.5.x, 0.6.x and 0.7.x";

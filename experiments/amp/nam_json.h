@@ -1,4 +1,5 @@
-// Reading a .nam file's integer fields: a size must be a JSON integer within int64.
+// Reading a .nam file's fields: errors that name the key path, and integer fields (a size must be a
+// JSON integer within int64).
 //
 // nlohmann's get<int64_t>() converts a JSON float with a plain cast, so 3.7 became 3 and 1e114 was
 // undefined behaviour (UBSan, found by the nam fuzzer). Python's NAM writes these fields as
@@ -15,25 +16,54 @@
 
 namespace wavetrain::experiments::amp {
 
-inline int64_t nam_integer(const nlohmann::json& v, const std::string& what) {
+// An error at a key of a .nam model: key() is the key's path within what was parsed
+// ("layers[0].channels"; empty for the object itself), what() is "key: problem". A caller that
+// parsed the object holding it puts its own path in front ("config.layers[0].channels"), so that
+// the message names the whole path from the top of the file.
+class NamKeyError : public std::invalid_argument {
+ public:
+  NamKeyError(const std::string& key, const std::string& problem)
+      : std::invalid_argument(key.empty() ? problem : key + ": " + problem), key_(key), problem_(problem) {}
+  const std::string& key() const { return key_; }
+  const std::string& problem() const { return problem_; }
+
+ private:
+  std::string key_, problem_;
+};
+
+// What a JSON value is, for "expected ..., found <this>": a number as written, a string quoted
+// (both cut to 40 characters), otherwise its kind ("an object", "a list", "null", "true").
+inline std::string nam_json_found(const nlohmann::json& v) {
+  auto cut = [](std::string text) { return text.size() > 40 ? text.substr(0, 37) + "..." : text; };
+  switch (v.type()) {
+    case nlohmann::json::value_t::string: return "a string (" + cut(v.dump()) + ")";
+    case nlohmann::json::value_t::object: return "an object";
+    case nlohmann::json::value_t::array: return "a list";
+    case nlohmann::json::value_t::null: return "null";
+    case nlohmann::json::value_t::boolean: return v.get<bool>() ? "true" : "false";
+    default: return cut(v.dump());  // numbers (dump() writes no newline or control character)
+  }
+}
+
+// `key` names the value in the error: "layers[0].channels: expected an integer, found 3.5".
+inline int64_t nam_integer(const nlohmann::json& v, const std::string& key) {
   if (v.is_number_integer() && !v.is_number_unsigned()) return v.get<int64_t>();
   if (v.is_number_unsigned()) {
     const uint64_t u = v.get<uint64_t>();
     if (u <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(u);
+    throw NamKeyError(key, "expected an integer below 2^63, found " + nam_json_found(v));
   } else if (v.is_number_float()) {
     const double d = v.get<double>();
     // 2^63 is exactly representable; every double below it in magnitude fits int64.
     if (std::isfinite(d) && d == std::floor(d) && std::abs(d) < 9223372036854775808.0) return static_cast<int64_t>(d);
   }
-  std::string text = v.dump();
-  if (text.size() > 40) text = text.substr(0, 37) + "...";
-  throw std::invalid_argument(what + " must be an integer, found " + text);
+  throw NamKeyError(key, "expected an integer, found " + nam_json_found(v));
 }
 
-inline std::vector<int64_t> nam_integers(const nlohmann::json& v, const std::string& what) {
-  if (!v.is_array()) throw std::invalid_argument(what + " must be a list of integers, found a JSON " + std::string(v.type_name()));
+inline std::vector<int64_t> nam_integers(const nlohmann::json& v, const std::string& key) {
+  if (!v.is_array()) throw NamKeyError(key, "expected a list of integers, found " + nam_json_found(v));
   std::vector<int64_t> out;
-  for (size_t i = 0; i < v.size(); ++i) out.push_back(nam_integer(v[i], what + "[" + std::to_string(i) + "]"));
+  for (size_t i = 0; i < v.size(); ++i) out.push_back(nam_integer(v[i], key + "[" + std::to_string(i) + "]"));
   return out;
 }
 

@@ -10,9 +10,8 @@
 namespace wavetrain::experiments::amp {
 namespace {
 
-[[noreturn]] void fail(const std::string& where, const std::string& what) {
-  throw std::invalid_argument(where.empty() ? what : where + ": " + what);
-}
+// `where` is the key's path within the config; nam_model_from_json puts "config." in front.
+[[noreturn]] void fail(const std::string& where, const std::string& what) { throw NamKeyError(where, what); }
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
@@ -44,12 +43,12 @@ const std::vector<ActivationInfo>& activation_table() {
 }
 
 double number(const nlohmann::json& v, const std::string& where) {
-  if (!v.is_number()) fail(where, "must be a number, found " + v.dump());
+  if (!v.is_number()) fail(where, "expected a number, found " + nam_json_found(v));
   return v.get<double>();
 }
 
 bool boolean(const nlohmann::json& v, const std::string& where) {
-  if (!v.is_boolean()) fail(where, "must be true or false, found " + v.dump());
+  if (!v.is_boolean()) fail(where, "expected true or false, found " + nam_json_found(v));
   return v.get<bool>();
 }
 
@@ -77,7 +76,7 @@ std::vector<nlohmann::json> per_layer(const nlohmann::json& v, size_t layers, co
 }
 
 Gating gating_from(const nlohmann::json& v, const std::string& where) {
-  if (!v.is_string()) fail(where, "must be one of none, gated, blended, found " + v.dump());
+  if (!v.is_string()) fail(where, "expected one of none, gated, blended, found " + nam_json_found(v));
   const std::string s = v.get<std::string>();
   if (s == "none") return Gating::None;
   if (s == "gated") return Gating::Gated;
@@ -90,7 +89,7 @@ const char* gating_name(Gating g) { return g == Gating::None ? "none" : g == Gat
 FilmSpec film_from(const nlohmann::json& v, const std::string& where) {
   FilmSpec f;
   if (v.is_boolean() && !v.get<bool>()) return f;
-  if (!v.is_object()) fail(where, "must be false or an object {active, shift, groups}, found " + v.dump());
+  if (!v.is_object()) fail(where, "expected false or an object {active, shift, groups}, found " + nam_json_found(v));
   f.active = v.contains("active") ? boolean(v.at("active"), where + ".active") : true;
   if (v.contains("shift")) f.shift = boolean(v.at("shift"), where + ".shift");
   f.groups = positive(v, "groups", where, 1);
@@ -103,7 +102,7 @@ void check_groups(int64_t in, int64_t out, int64_t groups, const std::string& wh
 }
 
 NamLayerArraySpec array_from(const nlohmann::json& j, const std::string& where) {
-  if (!j.is_object()) fail(where, "must be an object");
+  if (!j.is_object()) fail(where, "expected an object (a layer array), found " + nam_json_found(j));
   NamLayerArraySpec a;
   a.input_size = positive(j, "input_size", where);
   a.condition_size = positive(j, "condition_size", where);
@@ -131,11 +130,11 @@ NamLayerArraySpec array_from(const nlohmann::json& j, const std::string& where) 
     kernels.assign(n, positive(j, "kernel_size", where));
   }
   for (size_t i = 0; i < n; ++i)
-    if (kernels[i] < 1) fail(where + ".kernel_sizes[" + std::to_string(i) + "]", "must be >= 1");
+    if (kernels[i] < 1) fail(where + ".kernel_sizes[" + std::to_string(i) + "]", "must be >= 1, found " + std::to_string(kernels[i]));
   // The head: an object (0.6+) or head_size and head_bias.
   if (j.contains("head") && !j.at("head").is_null()) {
     const nlohmann::json& h = j.at("head");
-    if (!h.is_object()) fail(where + ".head", "must be an object {out_channels, kernel_size, bias}");
+    if (!h.is_object()) fail(where + ".head", "expected an object {out_channels, kernel_size, bias}, found " + nam_json_found(h));
     a.head_size = positive(h, "out_channels", where + ".head");
     a.head_kernel = positive(h, "kernel_size", where + ".head");
     a.head_dilation = positive(h, "head_dilation", where + ".head", 1);
@@ -173,13 +172,13 @@ NamLayerArraySpec array_from(const nlohmann::json& j, const std::string& where) 
   a.groups_input_mixin = positive(j, "groups_input_mixin", where, 1);
   if (j.contains("layer1x1") && !j.at("layer1x1").is_null()) {
     const nlohmann::json& o = j.at("layer1x1");
-    if (!o.is_object()) fail(where + ".layer1x1", "must be an object {active, groups}");
+    if (!o.is_object()) fail(where + ".layer1x1", "expected an object {active, groups}, found " + nam_json_found(o));
     a.layer1x1 = boolean(required(o, "active", where + ".layer1x1"), where + ".layer1x1.active");
     a.layer1x1_groups = positive(o, "groups", where + ".layer1x1");
   }
   if (j.contains("head1x1") && !j.at("head1x1").is_null()) {
     const nlohmann::json& o = j.at("head1x1");
-    if (!o.is_object()) fail(where + ".head1x1", "must be an object {active, out_channels, groups}");
+    if (!o.is_object()) fail(where + ".head1x1", "expected an object {active, out_channels, groups}, found " + nam_json_found(o));
     a.head1x1 = boolean(required(o, "active", where + ".head1x1"), where + ".head1x1.active");
     a.head1x1_out = positive(o, "out_channels", where + ".head1x1");
     a.head1x1_groups = positive(o, "groups", where + ".head1x1");
@@ -194,7 +193,7 @@ NamLayerArraySpec array_from(const nlohmann::json& j, const std::string& where) 
     const nlohmann::json& s = j.at("slimmable");
     const std::string w = where + ".slimmable";
     if (!s.at("method").is_string() || s.at("method") != "slice_channels_uniform")
-      fail(w + ".method", s.at("method").dump() + " is not supported; supported: slice_channels_uniform");
+      fail(w + ".method", "expected slice_channels_uniform (the one method supported), found " + nam_json_found(s.at("method")));
     const nlohmann::json kw = s.value("kwargs", nlohmann::json::object());
     if (kw.is_object() && kw.contains("allowed_channels")) {
       a.slimmable_channels = nam_integers(kw.at("allowed_channels"), w + ".kwargs.allowed_channels");
@@ -270,7 +269,7 @@ ActivationSpec activation_from_json(const nlohmann::json& j, const std::string& 
     if (a.type == "LeakyHardTanh") a.type = "LeakyHardtanh";
     object = &j;
   } else {
-    fail(where, "must be a name or an object with a \"type\", found " + j.dump());
+    fail(where, "expected a name or an object with a \"type\", found " + nam_json_found(j));
   }
   const auto& table = activation_table();
   const auto info = std::find_if(table.begin(), table.end(), [&](const ActivationInfo& i) { return a.type == i.type; });
@@ -278,7 +277,7 @@ ActivationSpec activation_from_json(const nlohmann::json& j, const std::string& 
   if (a.type == "PReLU") {
     if (object && object->contains("negative_slopes")) {
       const nlohmann::json& s = object->at("negative_slopes");
-      if (!s.is_array() || s.empty()) fail(where + ".negative_slopes", "must be a non-empty list of numbers");
+      if (!s.is_array() || s.empty()) fail(where + ".negative_slopes", "expected a non-empty list of numbers, found " + nam_json_found(s));
       if (static_cast<int64_t>(s.size()) > kWaveNetLimits.channels)
         fail(where + ".negative_slopes", std::to_string(s.size()) + " slopes; the limit is " + std::to_string(kWaveNetLimits.channels));
       for (size_t i = 0; i < s.size(); ++i) a.params.push_back(number(s[i], where + ".negative_slopes[" + std::to_string(i) + "]"));
@@ -306,20 +305,20 @@ nlohmann::json activation_to_json(const ActivationSpec& a) {
 }
 
 NamWaveNetSpec nam_wavenet_from_json(const nlohmann::json& config, const std::string& version, int depth) {
-  if (!config.is_object()) fail("", "must be an object");
+  if (!config.is_object()) fail("", "expected an object, found " + nam_json_found(config));
   NamWaveNetSpec spec;
   spec.new_style = version.rfind("0.5.", 0) != 0;
   spec.source = config;
   const nlohmann::json& layers = required(config, "layers", "");
-  if (!layers.is_array() || layers.empty()) fail("layers", "must be a non-empty list of layer arrays");
+  if (!layers.is_array() || layers.empty()) fail("layers", "expected a non-empty list of layer arrays, found " + nam_json_found(layers));
   if (static_cast<int64_t>(layers.size()) > kWaveNetLimits.arrays)
     fail("layers", std::to_string(layers.size()) + " layer arrays; the limit is " + std::to_string(kWaveNetLimits.arrays));
   for (size_t i = 0; i < layers.size(); ++i) spec.arrays.push_back(array_from(layers[i], "layers[" + std::to_string(i) + "]"));
   if (config.contains("in_channels") && nam_integer(config.at("in_channels"), "in_channels") != 1)
-    fail("in_channels", config.at("in_channels").dump() + "; an amp model takes one input channel");
+    fail("in_channels", nam_json_found(config.at("in_channels")) + "; an amp model takes one input channel");
   if (config.contains("head") && !config.at("head").is_null()) {
     const nlohmann::json& h = config.at("head");
-    if (!h.is_object()) fail("head", "must be null or an object {channels, out_channels, kernel_sizes, activation}");
+    if (!h.is_object()) fail("head", "expected null or an object {channels, out_channels, kernel_sizes, activation}, found " + nam_json_found(h));
     NamPostHeadSpec p;
     p.channels = positive(h, "channels", "head");
     p.out_channels = positive(h, "out_channels", "head");
@@ -334,7 +333,7 @@ NamWaveNetSpec nam_wavenet_from_json(const nlohmann::json& config, const std::st
       fail("head.activation", "PReLU in the head after the arrays takes one slope (its stages differ in width)");
     if (p.channels > kWaveNetLimits.channels || p.out_channels > kWaveNetLimits.channels) fail("head", "more channels than the limit of " + std::to_string(kWaveNetLimits.channels));
     if (h.contains("in_channels") && nam_integer(h.at("in_channels"), "head.in_channels") != spec.arrays.back().head_size)
-      fail("head.in_channels", h.at("in_channels").dump() + " differs from the last layer array's head size (" + std::to_string(spec.arrays.back().head_size) + ")");
+      fail("head.in_channels", nam_json_found(h.at("in_channels")) + " differs from the last layer array's head size (" + std::to_string(spec.arrays.back().head_size) + ")");
     spec.post_head = p;
     for (const NamLayerArraySpec& a : spec.arrays)
       if (!a.slimmable_channels.empty()) fail("head", "a slimmable WaveNet cannot have a head after its layer arrays (the NAM core refuses it)");

@@ -14,6 +14,7 @@
 
 #include "data/hdf5_store.h"
 #include "experiments/amp/amp_task.h"
+#include "experiments/amp/capture.h"
 #include "losses/audio_losses.h"
 #include "trainer/serialization/atomic_file.h"
 #include "trainer/checkpoint.h"
@@ -75,9 +76,9 @@ std::pair<std::string, std::string> write_amp_report(const std::string& run_dir,
   const data::DatasetReader store(cfg.get_string("amp.data"));
   AmpModel model = amp_model_from_config(cfg, &store);
   load_state_dict(model.module(), state.model, /*strict=*/true, checkpoint);
-  const data::Item valid = store.item("valid", 0);
+  const CaptureData capture = read_capture(store);  // float32, whatever type the store holds
   const double rate = model.sample_rate;
-  const at::Tensor input = valid.at("input"), target = valid.at("target");
+  const at::Tensor input = capture.valid_input, target = capture.valid_target;
   const at::Tensor prediction = process(model, input);
   // Scored after the model's context, as in training.
   const int64_t skip = std::min<int64_t>(model.receptive_field() - 1, input.numel() / 2);

@@ -71,19 +71,34 @@ bool is_atomic_temporary(const std::string& name) {
   return true;
 }
 
-int remove_stale_temporaries(const std::string& dir) {
+namespace {
+
+// Removes the temporaries in `dir` whose name starts with `target` + ".tmp." (any, when empty).
+int remove_temporaries(const std::string& dir, const std::string& target) {
   DIR* d = ::opendir(dir.c_str());
   if (!d) return 0;
   int removed = 0;
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     if (!is_atomic_temporary(name)) continue;
+    if (!target.empty() && name.size() != target.size() + 11) continue;  // ".tmp." and six characters
+    if (!target.empty() && name.compare(0, target.size(), target) != 0) continue;
     struct stat st {};
     const std::string path = dir + "/" + name;
     if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::unlink(path.c_str()) == 0) ++removed;
   }
   ::closedir(d);
   return removed;
+}
+
+}  // namespace
+
+int remove_stale_temporaries(const std::string& dir) { return remove_temporaries(dir, ""); }
+
+int remove_stale_temporaries_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  return remove_temporaries(dir, slash == std::string::npos ? path : path.substr(slash + 1));
 }
 
 }  // namespace wavetrain

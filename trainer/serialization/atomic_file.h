@@ -19,4 +19,8 @@ bool is_atomic_temporary(const std::string& file_name);
 // Returns how many were removed; a missing directory has none.
 int remove_stale_temporaries(const std::string& dir);
 
+// Removes the temporaries that killed earlier writes of `path` left (PATH.tmp.XXXXXX): for a
+// command that writes one file (`export nam -o x.nam`) before it writes it again.
+int remove_stale_temporaries_of(const std::string& path);
+
 }  // namespace wavetrain

@@ -1,6 +1,8 @@
 // Multirun, the sweep's driver; see multirun.h.
 #include "trainer/sweep/multirun.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -154,7 +156,7 @@ class Driver {
           std::vector<size_t> dropped;
           const bool wait_for_jobs = launcher_->stop(signal, dropped);
           for (size_t d : dropped) summary_.jobs.at(d).status = "pending";
-          out_ << "stop requested (signal " << signal << "): "
+          out_ << "stop requested (" << (signal == SIGTERM ? "SIGTERM" : signal == SIGUSR1 ? "SIGUSR1" : "signal " + std::to_string(signal)) << "): "
                << (wait_for_jobs ? "the running jobs save their checkpoints and stop"
                                  : "the running jobs go on without this launcher")
                << "; `wavetrain train -m --resume " << opt_.dir.string() << "` continues the sweep\n" << std::flush;
