@@ -1,6 +1,7 @@
 // `wavetrain eval CHECKPOINT_OR_RUN_DIR [OVERRIDES]`: a trained model's metrics on a split, from the
 // run's own config (with overrides), written to the run directory as eval-N.json.
 #include <filesystem>
+#include <optional>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -91,14 +92,16 @@ void run_eval(const EvalOptions& opt) {
   task->model().to(device.device);
   load_state_dict(task->model(), state.model, /*strict=*/true, checkpoint.string());
   if (asr) {
-    if (run_dir.empty()) run_dir = RunDirectory::create_for(cfg).path();
+    std::optional<RunDirectory> created;  // held (with its lock) while the evaluation writes into it
+    if (run_dir.empty()) run_dir = created.emplace(RunDirectory::create_for(cfg)).path();
     run_asr_eval(*task, cfg, device.device, amp, checkpoint.string(), state.global_step, run_dir.string());
     return;
   }
   const Metrics metrics = evaluate(*task, opt.split == "train" ? Split::Train : Split::Validation, device.device, amp,
                                    cfg.get_int("trainer.batch_size", 32));
 
-  if (run_dir.empty()) run_dir = RunDirectory::create_for(cfg).path();
+  std::optional<RunDirectory> created;  // held (with its lock) while the evaluation writes into it
+  if (run_dir.empty()) run_dir = created.emplace(RunDirectory::create_for(cfg)).path();
   nlohmann::json j;
   j["checkpoint"] = checkpoint.string();
   j["split"] = opt.split;

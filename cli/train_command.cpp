@@ -200,8 +200,12 @@ int spawn_local_ranks(const TrainOptions& opt, int ranks, std::chrono::seconds g
 void check_config_keys(const config::Node& composed, const std::vector<std::string>& dirs) {
   config::KnownKeys known;
   known.add_config_dir(dirs.back());  // the built-in configs/ (or WAVETRAIN_CONFIG_DIR in its place)
-  if (const config::Node* task = composed.find("task"); task && task->kind() == config::Node::Kind::String)
-    for (const std::string& key : task_config_keys(task->string_value())) known.add(key);
+  std::string task;
+  try {
+    task = config::Config(composed).get_string("task", "");  // resolved: `task: ${my.task}` names one too
+  } catch (const std::exception&) {  // `???` or a broken interpolation: the run says so where it reads it
+  }
+  for (const std::string& key : task_config_keys(task)) known.add(key);
   config::check_known_keys(composed, known);
 }
 

@@ -260,6 +260,24 @@ TEST(Reliability, ConfigFileKeysThatNothingReadsAreRefused) {
   EXPECT_FALSE(fs::exists(dir / "sweep"));
   r = wavetrain_in(dir, "train -cd conf +experiment=open +trainer.my_note=1 run.dir=open");
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  // Read through an interpolation (also the task's name), and Hydra's own section: accepted.
+  std::ofstream(dir / "conf/experiment/refs.yaml")
+      << "# @package _global_\nwhich: toy_regression\ntask: ${which}\nmy_rate: 0.002\noptimizer:\n  lr: ${my_rate}\n"
+         "toy_regression:\n  hidden: 8\ntrainer:\n  max_steps: 3\nhydra:\n  job:\n    chdir: false\n";
+  r = wavetrain_in(dir, "train -cd conf +experiment=refs run.dir=refs");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// WAVETRAIN_PARENT_PID makes a launcher's child stop when the launcher is gone, and only then: a
+// process whose parent is another one (a wrapper that did not exec) while the named one lives runs.
+TEST(Reliability, TheLaunchersVariableIsObeyedOnlyWhenTheLauncherIsGone) {
+  const Result alive = wavetrain::testing::run_shell("env WAVETRAIN_PARENT_PID=" + std::to_string(::getpid()) + " '" WAVETRAIN_BINARY
+                                                     "' --version; echo \"exit $?\"");
+  EXPECT_NE(alive.out.find("wavetrain "), std::string::npos) << alive.out << alive.err;
+  EXPECT_NE(alive.out.find("exit 0"), std::string::npos) << alive.out;
+  const Result gone = wavetrain::testing::run_shell("sh -c 'exit 0' & dead=$!; wait $dead; env WAVETRAIN_PARENT_PID=$dead '" WAVETRAIN_BINARY
+                                                    "' --version; echo \"exit $?\"");
+  EXPECT_NE(gone.out.find("exit 143"), std::string::npos) << "the launcher is gone: SIGTERM; " << gone.out;
 }
 
 // Values that used to train silently (or not at all, with exit 0) are refused, naming the key.

@@ -128,8 +128,11 @@ std::string top_k_metric(const std::string& monitor) {
   return name;
 }
 
-// The top-k checkpoints of `monitor` in `dir`, as earlier attempts of the run left them.
-std::vector<std::pair<double, std::filesystem::path>> kept_top_k(const std::filesystem::path& dir, const std::string& monitor) {
+// The top-k checkpoints of `monitor` in `dir`, as earlier attempts of the run left them, up to
+// `step`. Those of later steps are of a stretch that the resumed run trains again: removed when
+// `remove_later` (they would come back under names of their own), else left out.
+std::vector<std::pair<double, std::filesystem::path>> kept_top_k(const std::filesystem::path& dir, const std::string& monitor,
+                                                                 int64_t step, bool remove_later) {
   std::vector<std::pair<double, std::filesystem::path>> kept;
   const std::string marker = "-" + top_k_metric(monitor) + "=", suffix = ".ckpt";
   std::error_code ec;
@@ -142,7 +145,13 @@ std::vector<std::pair<double, std::filesystem::path>> kept_top_k(const std::file
     const std::string value = name.substr(at + marker.size(), name.size() - suffix.size() - at - marker.size());
     char* end = nullptr;
     const double v = std::strtod(value.c_str(), &end);
-    if (!value.empty() && end == value.c_str() + value.size()) kept.emplace_back(v, entry.path());
+    const size_t step_at = name.find("-step=");
+    if (value.empty() || end != value.c_str() + value.size() || step_at == std::string::npos) continue;
+    if (std::strtoll(name.c_str() + step_at + 6, nullptr, 10) > step) {
+      if (remove_later) std::filesystem::remove(entry.path(), ec);
+      continue;
+    }
+    kept.emplace_back(v, entry.path());
   }
   return kept;
 }
@@ -484,7 +493,7 @@ FitResult Trainer::fit() {
   const auto better = [&](double a, double b) { return mode == "min" ? a < b : a > b; };
   // A resumed run goes on with the top-k files that earlier attempts kept, so that it keeps k in all.
   if (resuming && writer && !monitor.empty() && save_top_k > 0) {
-    top_k = kept_top_k(ckpt_dir, monitor);
+    top_k = kept_top_k(ckpt_dir, monitor, step, resume == "last");
     std::stable_sort(top_k.begin(), top_k.end(), [&](const auto& a, const auto& b) { return better(a.first, b.first); });
   }
 

@@ -31,8 +31,12 @@ std::string package_of(const fs::path& file, const fs::path& dir) {
     std::string package = line.substr(at + 8);
     package.erase(0, package.find_first_not_of(" \t"));
     package.erase(package.find_last_not_of(" \t\r") + 1);
-    if (package == "_global_") return "";
-    if (package == "_group_") return group;
+    // `_global_` is the root, `_group_` the group, each also as the start of a longer path.
+    for (const auto& [word, meaning] : {std::pair<std::string, std::string>{"_global_", ""}, {"_group_", group}})
+      if (package == word || package.rfind(word + ".", 0) == 0) {
+        const std::string rest = package.substr(std::min(package.size(), word.size() + 1));
+        return meaning.empty() ? rest : rest.empty() ? meaning : meaning + "." + rest;
+      }
     return package;
   }
   return group;
@@ -49,6 +53,25 @@ void add_tree(KnownKeys& known, const Node& n, const std::string& prefix) {
     }
     known.add(path);
     add_tree(known, value, path);
+  }
+}
+
+// Every absolute key that an interpolation in `n` refers to (`${sr}`, `${data.root}/x`): a key
+// read through another is read. Resolvers (`${oc.env:HOME}`, `${now:...}`) and relative references
+// (`${.x}`) are not keys of their own here.
+void add_interpolation_targets(KnownKeys& known, const Node& n) {
+  if (n.is_mapping()) {
+    for (const auto& [key, value] : n.entries()) add_interpolation_targets(known, value);
+  } else if (n.is_sequence()) {
+    for (const Node& item : n.items()) add_interpolation_targets(known, item);
+  } else if (n.kind() == Node::Kind::String) {
+    const std::string& text = n.string_value();
+    for (size_t at = text.find("${"); at != std::string::npos; at = text.find("${", at + 2)) {
+      const size_t end = text.find_first_of("}:$", at + 2);
+      if (end == std::string::npos || text[end] != '}') continue;
+      const std::string key = text.substr(at + 2, end - at - 2);
+      if (!key.empty() && key[0] != '.') known.add(key + ".*");  // the key and whatever is below it
+    }
   }
 }
 
@@ -100,6 +123,11 @@ Node KnownKeys::as_tree() const {
   return tree;
 }
 
-void check_known_keys(const Node& config, const KnownKeys& known) { check_below(config, "", known); }
+void check_known_keys(const Node& config, const KnownKeys& known) {
+  KnownKeys with_references = known;
+  add_interpolation_targets(with_references, config);
+  with_references.add("hydra.*");  // Hydra's own settings, which a config written for Hydra may carry
+  check_below(config, "", with_references);
+}
 
 }  // namespace wavetrain::config

@@ -6,6 +6,8 @@
 // its group path, or its `# @package` header), and the keys a task declares that no built-in file
 // sets (trainer/task.h). A known key whose built-in value is an empty mapping (`sweep.params: {}`)
 // is an open section: any key below it is accepted, as is anything below a declared `section.*`.
+// A key that an interpolation refers to (`sr: 48000` beside `amp.sample_rate: ${sr}`) is read
+// through it, and `hydra` (Hydra's own section) is accepted whole.
 // Keys set on the command line are not checked here: `key=v` must already exist, and `+key=v` adds
 // a key on purpose.
 #pragma once

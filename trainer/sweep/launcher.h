@@ -43,7 +43,7 @@ class Launcher {
   // Jobs submitted that have not ended.
   virtual size_t active() const = 0;
   // A stop request for the sweep (the launcher was sent SIGTERM or SIGUSR1): queued jobs are dropped
-  // (their indices added to `dropped`), running ones are passed `signal`. Returns whether the running
+  // (their indices added to `dropped`), running ones are asked to stop with a checkpoint. Returns whether the running
   // jobs end with the launcher (local: they save their checkpoints and exit 75, so wait() for them)
   // or go on without it (Slurm: a later `--resume` watches them again).
   virtual bool stop(int /*signal*/, std::vector<size_t>& /*dropped*/) { return false; }

@@ -88,10 +88,13 @@ class LocalLauncher : public Launcher {
 
   size_t active() const override { return running_.size() + queue_.size(); }
 
-  bool stop(int signal, std::vector<size_t>& dropped) override {
+  bool stop(int /*signal*/, std::vector<size_t>& dropped) override {
     for (const JobLaunch& l : queue_) dropped.push_back(l.job);
     queue_.clear();
-    for (const auto& [pid, job] : running_) ::killpg(pid, signal);  // the job and whatever it started
+    // SIGUSR1 whatever the launcher was sent: a job still starting (loading data, building its
+    // model) remembers it and stops at its first step with a checkpoint, where SIGTERM would end it
+    // before it has one. To the job and whatever it started (its ranks).
+    for (const auto& [pid, job] : running_) ::killpg(pid, SIGUSR1);
     return true;
   }
 

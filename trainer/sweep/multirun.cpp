@@ -106,7 +106,12 @@ class Driver {
     const std::vector<size_t> adopted_list = launcher_->adopt(records);
     const std::set<size_t> adopted(adopted_list.begin(), adopted_list.end());
     for (JobOutcome& j : summary_.jobs)
-      if (!adopted.count(j.index) && (j.status == "running" || j.status == "pending")) settle_earlier_attempt(j, asha);
+      if (!adopted.count(j.index) && (j.status == "running" || j.status == "pending") && summary_.stopped_by == 0)
+        settle_earlier_attempt(j, asha);
+    if (summary_.stopped_by != 0) {  // stopped while waiting: nothing was started
+      save();
+      return summary_;
+    }
     std::vector<sweep::JobLaunch> relaunch;  // ASHA: runs cut short by the launcher's end, continued
     for (JobOutcome& j : summary_.jobs) {
       if (scheduler) {
@@ -266,6 +271,13 @@ class Driver {
     const fs::path run_dir = opt_.dir / std::to_string(j.index);
     bool told = false;
     while (const std::optional<long> holder = run_directory_holder(run_dir)) {
+      if (opt_.stop_requested) {
+        if (const int signal = opt_.stop_requested(); signal != 0) {
+          summary_.stopped_by = signal;
+          out_ << "stop requested while waiting for job " << j.index << ": nothing was started\n" << std::flush;
+          return;
+        }
+      }
       if (!told)
         out_ << "[" << j.index << "] is still running in " << run_dir.string() << " (pid " << *holder
              << ", started by an earlier launcher): waiting for it to end\n" << std::flush;
@@ -551,6 +563,8 @@ MultirunSummary resume_multirun(const MultirunOptions& options, std::ostream& ou
         } else if (status == "running") {
           o.status = "running";  // on a cluster it may still be; else it goes on from its checkpoint
           o.continue_run = true;
+        } else if (status == "pending") {
+          o.continue_run = true;  // a queued job that a stop dropped may have a checkpoint from before
         } else if (status == "failed" && j.value("exit_code", 0) == kExitInterrupted) {
           o.continue_run = true;  // stopped by a signal with its checkpoint saved: it goes on from there
         }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <iostream>
 #include <stdexcept>
 
 #include "trainer/serialization/atomic_file.h"
@@ -39,7 +40,11 @@ std::shared_ptr<const int> take_lock(const fs::path& dir, const std::string& wha
       throw std::runtime_error(what + ": another wavetrain process" + (pid ? " (pid " + std::to_string(*pid) + ")" : std::string()) +
                                " is running in it; wait for it to end or stop it first");
     }
-    throw std::runtime_error(what + ": cannot lock '" + path.string() + "': " + std::strerror(err));
+    // A file system without locks (Lustre without -o flock, some FUSE and SMB mounts): the run goes
+    // on, unprotected from a second process, and says so.
+    std::cerr << "wavetrain: warning: cannot lock '" << path.string() << "' (" << std::strerror(err)
+              << "): nothing stops a second process from writing in " << dir.string() << "\n";
+    return nullptr;
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
@@ -89,8 +94,8 @@ RunDirectory RunDirectory::create(const fs::path& dir) {
 }
 
 RunDirectory RunDirectory::open_existing(const fs::path& dir) {
-  if (!fs::is_directory(dir / ".wavetrain"))
-    throw std::runtime_error("Cannot resume in '" + dir.string() + "': it is not a wavetrain run directory (no .wavetrain/)");
+  if (!fs::is_regular_file(dir / ".wavetrain" / "config.yaml"))
+    throw std::runtime_error("Cannot resume in '" + dir.string() + "': it is not a wavetrain run directory (no .wavetrain/config.yaml)");
   RunDirectory run(dir);
   run.lock_ = take_lock(dir, "Cannot resume in '" + dir.string() + "'");
   // What a killed earlier attempt was writing when it died is of no use to anyone.

@@ -4,6 +4,8 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
 #include <cstdlib>
 
 extern char** environ;
@@ -31,8 +33,14 @@ void die_with_parent() {
   const long parent = std::strtol(value, nullptr, 10);
   ::unsetenv(kParentPidVariable);
   if (parent <= 1) return;
+  if (::getppid() != static_cast<pid_t>(parent)) {
+    // Either the launcher died before we got here (we were handed to init), or something that did
+    // not exec stands between us (`sh -c` without exec, a profiler): only the first ends us.
+    if (::kill(static_cast<pid_t>(parent), 0) != 0 && errno == ESRCH) ::raise(SIGTERM);
+    return;
+  }
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-  // The parent may have died between our start and the line above: then nobody will send it.
+  // The parent may have died between the check above and the line before: then nobody will send it.
   if (::getppid() != static_cast<pid_t>(parent)) ::raise(SIGTERM);
 }
 

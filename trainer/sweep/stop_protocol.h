@@ -53,6 +53,7 @@ class ChildEnvironment {
 
 // In a child started with a ChildEnvironment (call once, early in main(), after the stop handlers
 // are installed): arms SIGTERM for when the parent dies, or raises it now if the parent already has.
+// A process whose parent is not the one named (a wrapper that did not exec) is left as it is.
 // Removes the variable, so that what this process starts does not take it for its own.
 void die_with_parent();
 
