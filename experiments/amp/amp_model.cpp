@@ -206,47 +206,14 @@ AmpModel read_nam(const std::string& path) {
 
 at::Tensor process(AmpModel& m, const at::Tensor& audio, const ProcessOptions& o) {
   if (audio.dim() != 1) throw std::invalid_argument("process: audio must be mono [samples], got " + c10::str(audio.sizes()));
-  check_options(o);
-  torch::NoGradGuard no_grad;
+  // The whole audio as one piece of a stream: one implementation of every mode (AmpStream).
   const at::Tensor x = audio.to(at::kFloat).contiguous();
-  const int64_t n = x.numel(), rf = m.receptive_field();
-  at::Tensor out = at::empty({n}, at::kFloat);
-  if (o.mode == "exact" && m.wavenet) {
-    m.module().eval();
-    // Chunks are independent given their context: full ones go through in batches, then the short
-    // last one.
-    const at::Tensor padded = at::cat({at::zeros({rf - 1}), x});
-    const int64_t full = n / o.chunk, per_batch = chunks_per_batch();
-    for (int64_t c = 0; c < full; c += per_batch) {
-      const int64_t count = std::min(per_batch, full - c);
-      const at::Tensor windows = padded.narrow(0, c * o.chunk, (count - 1) * o.chunk + o.chunk + rf - 1)
-                                     .unfold(0, o.chunk + rf - 1, o.chunk)  // [count][chunk + rf - 1]
-                                     .unsqueeze(1);
-      out.narrow(0, c * o.chunk, count * o.chunk).copy_(m.wavenet->forward(windows.contiguous()).view({-1}));
-    }
-    if (const int64_t s = full * o.chunk; s < n)
-      out.narrow(0, s, n - s).copy_(m.wavenet->forward(padded.narrow(0, s, n - s + rf - 1).view({1, 1, -1})).view({-1}));
-    return out;
-  }
-  // The real-time engine: every model, the plugin's state and prewarm.
-  const NamFileModel file = m.to_nam();
-  NamDsp dsp(file, engine_block(o), o.prewarm);
-  const float* in = x.data_ptr<float>();
-  float* y = out.data_ptr<float>();
-  if (o.mode != "crossfade") {
-    for (int64_t s = 0; s < n; s += o.chunk) dsp.process(in + s, y + s, std::min(o.chunk, n - s));
-    return out;
-  }
-  std::vector<float> fresh;
-  for (int64_t s = 0; s < n; s += o.chunk) {
-    const int64_t len = std::min(o.chunk, n - s), lead = std::min(o.overlap, s);
-    fresh.resize(static_cast<size_t>(len + lead));
-    dsp.reset();  // zero context (WaveNet) or the stored, prewarmed state (LSTM)
-    dsp.process(in + s - lead, fresh.data(), len + lead);
-    std::copy(fresh.begin() + lead, fresh.end(), y + s);
-    blend_lead(y + s - lead, fresh.data(), lead);  // the early start, into the previous chunk's tail
-  }
-  return out;
+  AmpStream stream(m, o);
+  std::vector<float> y;
+  y.reserve(static_cast<size_t>(x.numel()));
+  stream.push(x.data_ptr<float>(), x.numel(), y);
+  stream.finish(y);
+  return at::from_blob(y.data(), {static_cast<int64_t>(y.size())}, at::kFloat).clone();
 }
 
 AmpStream::AmpStream(AmpModel& model, const ProcessOptions& o) : model_(model), options_(o) {
