@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "experiments/amp/lstm.h"
+#include "experiments/amp/lstm_config.h"
 
 namespace wavetrain::experiments::amp {
 

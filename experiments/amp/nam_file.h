@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "experiments/amp/lstm.h"
+#include "experiments/amp/lstm_config.h"
 #include "experiments/amp/nam_wavenet.h"
 
 namespace wavetrain::experiments::amp {

@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "experiments/amp/wavenet.h"
+#include "experiments/amp/wavenet_config.h"
 
 namespace wavetrain::experiments::amp {
 
