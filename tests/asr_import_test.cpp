@@ -16,7 +16,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path fresh(const std::string& name) {
+fs::path fresh_import(const std::string& name) {
   const fs::path dir = fs::path(::testing::TempDir()) / ("wavetrain_asr_import_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -31,7 +31,7 @@ void tone(const fs::path& path, double seconds, int rate, int channels = 1) {
   wavetrain::data::write_wav(path.string(), x.unsqueeze(0).expand({channels, n}).contiguous(), rate);
 }
 
-std::string text_of(const at::Tensor& b) { return {reinterpret_cast<const char*>(b.data_ptr<uint8_t>()), static_cast<size_t>(b.numel())}; }
+std::string bytes_text(const at::Tensor& b) { return {reinterpret_cast<const char*>(b.data_ptr<uint8_t>()), static_cast<size_t>(b.numel())}; }
 
 // Builds the Kaldi directory: four recordings, segments, and one bad entry of each kind.
 fs::path kaldi_dir(const fs::path& root) {
@@ -81,7 +81,7 @@ fs::path librispeech_dir(const fs::path& root) {
 }  // namespace
 
 TEST(AsrImport, KaldiAndLibriSpeechIntoOneStoreWithBadEntriesNamed) {
-  const fs::path root = fresh("both");
+  const fs::path root = fresh_import("both");
   asr::ImportOptions o;
   o.sources = {{"train", kaldi_dir(root).string()}, {"dev", librispeech_dir(root).string()}};
   o.store = (root / "imported.h5").string();
@@ -116,9 +116,9 @@ TEST(AsrImport, KaldiAndLibriSpeechIntoOneStoreWithBadEntriesNamed) {
   ASSERT_EQ(store.size("train"), 2);
   const auto a1 = store.item("train", 0), a2 = store.item("train", 1);
   EXPECT_EQ(store.id("train", 0), "recA-1");
-  EXPECT_EQ(text_of(a1.at("text")), "HELLO WORLD");
-  EXPECT_EQ(text_of(a2.at("text")), "good morning");  // whitespace collapsed
-  EXPECT_EQ(text_of(a1.at("speaker")), "alice");
+  EXPECT_EQ(bytes_text(a1.at("text")), "HELLO WORLD");
+  EXPECT_EQ(bytes_text(a2.at("text")), "good morning");  // whitespace collapsed
+  EXPECT_EQ(bytes_text(a1.at("speaker")), "alice");
   EXPECT_EQ(a1.at("audio").numel(), 24000);  // 1.5 s at 16 kHz, from 8 kHz stereo
   EXPECT_DOUBLE_EQ(a1.at("duration").item<double>(), 1.5);
   // The tone survives resampling and the channel average: RMS 0.3 / sqrt(2).
@@ -126,8 +126,8 @@ TEST(AsrImport, KaldiAndLibriSpeechIntoOneStoreWithBadEntriesNamed) {
   EXPECT_NEAR(rms, 0.3 / std::sqrt(2.0), 0.01);
   ASSERT_EQ(store.size("dev"), 2);
   EXPECT_EQ(store.id("dev", 1), "19-198-0001");
-  EXPECT_EQ(text_of(store.item("dev", 1).at("speaker")), "19");
-  EXPECT_EQ(text_of(store.item("dev", 1).at("text")), "CHAPTER ONE");
+  EXPECT_EQ(bytes_text(store.item("dev", 1).at("speaker")), "19");
+  EXPECT_EQ(bytes_text(store.item("dev", 1).at("text")), "CHAPTER ONE");
 
   // h5py reads it without wavetrain.
   const std::string script = "import h5py; f = h5py.File('" + o.store + "'); o = f['dev/text/offsets'][:]; "
@@ -138,7 +138,7 @@ TEST(AsrImport, KaldiAndLibriSpeechIntoOneStoreWithBadEntriesNamed) {
 }
 
 TEST(AsrImport, StrictMakesABadEntryFatalAndWritesNothing) {
-  const fs::path root = fresh("strict");
+  const fs::path root = fresh_import("strict");
   asr::ImportOptions o;
   o.sources = {{"train", kaldi_dir(root).string()}};
   o.store = (root / "strict.h5").string();
@@ -163,7 +163,7 @@ TEST(AsrImport, StrictMakesABadEntryFatalAndWritesNothing) {
 }
 
 TEST(AsrImport, CommandLine) {
-  const fs::path root = fresh("cli");
+  const fs::path root = fresh_import("cli");
   librispeech_dir(root);
   auto r = wavetrain::testing::run_shell("cd '" + root.string() + "' && '" WAVETRAIN_BINARY "' data asr-import -o s.h5 dev=LibriSpeech/dev-clean");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -18,7 +18,7 @@ using wavetrain::testing::ProcessResult;
 
 namespace {
 
-fs::path fresh(const std::string& name) {
+fs::path fresh_asr_train(const std::string& name) {
   const fs::path dir = fs::path(::testing::TempDir()) / ("wavetrain_asr_train_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -66,7 +66,7 @@ std::vector<double> train_losses(const fs::path& csv_path) {
 }  // namespace
 
 TEST(AsrTrain, AFewStepsLowerTheLossAndAKilledRunResumesBitwise) {
-  const fs::path dir = fresh("steps");
+  const fs::path dir = fresh_asr_train("steps");
   ASSERT_TRUE(make_corpus(dir, 1));
   ProcessResult r;
 
@@ -138,7 +138,7 @@ TEST(AsrTrain, TwoRanksEqualOneRankTrainingTheSameBatchesAsTwoParts) {
   // average their gradients: the same halves and the same average as one rank cutting a batch of 8
   // into 2 parts (each part's loss / 2, summed). Without dropout (the ranks' generators differ from
   // the parts' streams) and without bucketing (which depends on the batch size), the weights agree.
-  const fs::path dir = fresh("ranks");
+  const fs::path dir = fresh_asr_train("ranks");
   ASSERT_TRUE(make_corpus(dir, 2));
   ProcessResult r;
   const std::string common = "train +experiment=asr asr.data=corpus/corpus.h5 " + kSmallModel +
@@ -166,7 +166,7 @@ TEST(AsrTrain, TwoRanksEqualOneRankTrainingTheSameBatchesAsTwoParts) {
 }
 
 TEST(AsrTrain, BadStoresAreNamed) {
-  const fs::path dir = fresh("bad");
+  const fs::path dir = fresh_asr_train("bad");
   // An utterance of 0.05 s: fewer feature frames than the subsampling needs.
   {
     wavetrain::data::DatasetWriter w((dir / "short.h5").string());

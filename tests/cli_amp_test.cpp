@@ -17,12 +17,9 @@ namespace {
 
 using Result = wavetrain::testing::ProcessResult;
 
-Result wavetrain_in(const fs::path& dir, const std::string& args) {
-  fs::create_directories(dir);
-  return wavetrain::testing::run_shell("cd '" + dir.string() + "' && '" WAVETRAIN_BINARY "' " + args);
-}
+using wavetrain::testing::wavetrain_in;
 
-fs::path fresh(const std::string& name) {
+fs::path fresh_amp(const std::string& name) {
   const fs::path dir = fs::path(::testing::TempDir()) / ("wavetrain_amp_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -44,7 +41,7 @@ void write_capture(const fs::path& dir, int64_t delay = 37, int rate = 48000) {
 }
 
 TEST(CliAmp, CaptureEstimatesTheLatencyAndChecksTheFiles) {
-  const fs::path dir = fresh("capture");
+  const fs::path dir = fresh_amp("capture");
   write_capture(dir);
   const Result r = wavetrain_in(dir, "data amp --input dry.wav --output amp.wav -o capture.h5 --valid-seconds 1.5");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -76,7 +73,7 @@ TEST(CliAmp, CaptureEstimatesTheLatencyAndChecksTheFiles) {
 }
 
 TEST(CliAmp, TrainExportImportInfer) {
-  const fs::path dir = fresh("train");
+  const fs::path dir = fresh_amp("train");
   write_capture(dir);
   ASSERT_EQ(wavetrain_in(dir, "data amp --input dry.wav --output amp.wav -o capture.h5 --valid-seconds 1.5").exit_code, 0);
   const Result train = wavetrain_in(dir, "train +experiment=amp amp.data=capture.h5 model.preset=nano trainer.max_epochs=3 "
@@ -146,7 +143,7 @@ TEST(CliAmp, TrainExportImportInfer) {
 // preset with another activation and gating; the export is 0.7.0 (whose spellings it uses), carries
 // the validation ESR, and plays as the checkpoint computes.
 TEST(CliAmp, TrainsA2AndOtherActivations) {
-  const fs::path dir = fresh("train_a2");
+  const fs::path dir = fresh_amp("train_a2");
   write_capture(dir);
   ASSERT_EQ(wavetrain_in(dir, "data amp --input dry.wav --output amp.wav -o capture.h5 --valid-seconds 1.5").exit_code, 0);
   for (const std::string& model : {std::string("model.preset=a2_small"), std::string("model.preset=nano model.activation=SiLU model.gating=blended")}) {
@@ -184,7 +181,7 @@ namespace {
 // import nam -> export nam keeps the file's version and all of its metadata (an outside audit
 // found everything but the date dropped and the version rewritten), for a preset and a custom model.
 TEST(CliAmp, ImportExportKeepsVersionAndMetadata) {
-  const fs::path dir = fresh("metadata");
+  const fs::path dir = fresh_amp("metadata");
   const nlohmann::json metadata = {{"name", "Bob's \"Plexi\": crunch"}, {"modeled_by", "Bob"}, {"gear_make", "Marshall"},
                                    {"gear_type", "amp"}, {"tone_type", "crunch"}, {"loudness", -12.5},
                                    {"date", {{"year", 2024}, {"month", 2}, {"day", 29}, {"hour", 1}, {"minute", 2}, {"second", 3}}},
@@ -215,7 +212,7 @@ TEST(CliAmp, ImportExportKeepsVersionAndMetadata) {
 // infer says when it resamples: a 44.1 kHz file through a 48 kHz model is resampled in and written
 // back at 44.1 kHz, or at --rate.
 TEST(CliAmp, InferStreamsEveryModelAndSaysWhenItResamples) {
-  const fs::path dir = fresh("stream_note");
+  const fs::path dir = fresh_amp("stream_note");
   namespace amp = wavetrain::experiments::amp;
   amp::WaveNetConfig c = amp::wavenet_preset("nano");
   c.layers[0].gated = true;
@@ -252,7 +249,7 @@ TEST(CliAmp, InferStreamsEveryModelAndSaysWhenItResamples) {
 }
 
 TEST(CliAmp, LstmTrainsAndExports) {
-  const fs::path dir = fresh("lstm");
+  const fs::path dir = fresh_amp("lstm");
   write_capture(dir, 37, 44100);  // the exported model must carry the capture's rate
   ASSERT_EQ(wavetrain_in(dir, "data amp --input dry.wav --output amp.wav -o capture.h5 --valid-seconds 1.5").exit_code, 0);
   const Result train = wavetrain_in(dir, "train +experiment=amp amp.data=capture.h5 model.architecture=lstm model.preset=1x12 "
@@ -276,7 +273,7 @@ namespace {
 
 TEST(CliAmp, BuiltInCaptureIsDeterministic) {
   if (wavetrain::testing::run_shell("command -v sox").exit_code != 0) GTEST_SKIP() << "sox is not installed (scripts/setup installs it)";
-  const fs::path dir = fresh("synth");
+  const fs::path dir = fresh_amp("synth");
   for (const char* sub : {"a", "b"}) {
     const Result r = wavetrain_in(dir, std::string("data amp-synth -o ") + sub + " --seconds 20 --seed 3");
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -338,7 +335,7 @@ std::vector<std::string> names_in(const fs::path& dir) {
 // with SIGXFSZ ignored (trap '' XFSZ) so that write() returns the error instead of killing the
 // process. Limits that fail in the first data write and in a later one (the store is 1.8 MB).
 TEST(CliAmpStore, DataAmpOnAFullDiskSaysWhyExitsOneAndLeavesNothing) {
-  const fs::path dir = fresh("full_disk");
+  const fs::path dir = fresh_amp("full_disk");
   write_quick_capture(dir);
   for (const int kib : {64, 1500}) {
     const Result r = wavetrain::testing::run_shell("cd '" + dir.string() + "' && bash -c \"trap '' XFSZ; ulimit -f " + std::to_string(kib) +
@@ -356,7 +353,7 @@ TEST(CliAmpStore, DataAmpOnAFullDiskSaysWhyExitsOneAndLeavesNothing) {
 // A directory the user cannot write to: the system's reason, not only "cannot be written". Root
 // writes anywhere, so as root the command runs as nobody (setpriv).
 TEST(CliAmpStore, DataAmpIntoAReadOnlyDirectorySaysPermissionDenied) {
-  const fs::path dir = fresh("read_only");
+  const fs::path dir = fresh_amp("read_only");
   write_quick_capture(dir);
   fs::create_directories(dir / "out");
   ::chmod((dir / "out").c_str(), 0555);
@@ -390,7 +387,7 @@ void write_float_wav(const fs::path& path, const std::vector<float>& samples, in
 // NaN or inf in either file: refused, naming the file and the first bad sample's index and time.
 // Before, the latency came out 0 and training failed at its first step.
 TEST(CliAmpStore, DataAmpRefusesNaNAndInfSamples) {
-  const fs::path dir = fresh("non_finite");
+  const fs::path dir = fresh_amp("non_finite");
   write_quick_capture(dir);
   const at::Tensor dry = wavetrain::data::read_audio((dir / "dry.wav").string()).samples[0].contiguous();
   const at::Tensor wet = wavetrain::data::read_audio((dir / "amp.wav").string()).samples[0].contiguous();
@@ -429,7 +426,7 @@ std::string capture_error(const fs::path& path, const std::function<void(wavetra
 }
 
 TEST(CliAmpStore, CaptureStoreErrorsNameTheStoreAndField) {
-  const fs::path dir = fresh("store_errors");
+  const fs::path dir = fresh_amp("store_errors");
   const std::string p = (dir / "c.h5").string();
   const at::Tensor x = at::zeros({100});
   auto valid = [&](wavetrain::data::DatasetWriter& w) { w.add("valid", {{"input", x}, {"target", x}}); };
@@ -468,7 +465,7 @@ TEST(CliAmpStore, CaptureStoreErrorsNameTheStoreAndField) {
 // The dtypes docs/data-format.md lists are read as audio: float64 as is, PCM integers scaled as
 // WAV scales them (int16 / 32768, (uint8 - 128) / 128, int32 / 2^31).
 TEST(CliAmpStore, CaptureStoreDtypesAreReadAsAudio) {
-  const fs::path dir = fresh("store_dtypes");
+  const fs::path dir = fresh_amp("store_dtypes");
   const std::string p = (dir / "c.h5").string();
   {
     wavetrain::data::DatasetWriter w(p);
@@ -488,7 +485,7 @@ TEST(CliAmpStore, CaptureStoreDtypesAreReadAsAudio) {
 // Several training items (several captures of one amp): every one gives windows, none straddles
 // two items. Before, only item 0 was used, silently.
 TEST(CliAmpStore, AmpTaskTrainsOnEveryTrainingItem) {
-  const fs::path dir = fresh("store_items");
+  const fs::path dir = fresh_amp("store_items");
   const std::string p = (dir / "c.h5").string();
   const at::Tensor a = at::arange(5000, at::kFloat) / 5000, b = -at::arange(3000, at::kFloat) / 3000;
   {
@@ -512,7 +509,7 @@ TEST(CliAmpStore, AmpTaskTrainsOnEveryTrainingItem) {
 // A rate that no .nam file may have (a typo, a damaged store) is refused before training, not
 // found at export time.
 TEST(CliAmpStore, AmpTaskRefusesARateNoNamFileMayHave) {
-  const fs::path dir = fresh("store_rate");
+  const fs::path dir = fresh_amp("store_rate");
   const std::string p = (dir / "c.h5").string();
   const at::Tensor a = at::arange(5000, at::kFloat) / 5000;
   {
@@ -583,7 +580,7 @@ at::Tensor infer_signal(int64_t n) {
 // time) and writes what processing the whole file in memory gives, bit for bit, in every mode;
 // resampled in and out too.
 TEST(CliAmpNamIo, InferStreamsALongFileAsProcessingItWholeDoes) {
-  const fs::path dir = fresh("infer_streams");
+  const fs::path dir = fresh_amp("infer_streams");
   const at::Tensor x = infer_signal(200000);  // 3 blocks and a part
   wavetrain::data::write_wav((dir / "in.wav").string(), x, 48000, wavetrain::data::WavSubtype::kFloat32);
   wavetrain::data::write_wav((dir / "in44.wav").string(), x.narrow(0, 0, 150000), 44100, wavetrain::data::WavSubtype::kFloat32);
@@ -623,7 +620,7 @@ TEST(CliAmpNamIo, InferStreamsALongFileAsProcessingItWholeDoes) {
 // Memory does not grow with the input's length: 45 s of audio takes no more than 5 s does, within
 // 20 MB (whole-file processing held about 27 bytes a sample: 52 MB more for the 40 s between them).
 TEST(CliAmpNamIo, InferMemoryDoesNotGrowWithTheInputLength) {
-  const fs::path dir = fresh("infer_memory");
+  const fs::path dir = fresh_amp("infer_memory");
   long peak[2];
   const int seconds[2] = {5, 45};
   for (int i = 0; i < 2; ++i) {
@@ -646,7 +643,7 @@ TEST(CliAmpNamIo, InferMemoryDoesNotGrowWithTheInputLength) {
 // A model whose rate no audio has is refused where it is read: a checkpoint recording amp.sample_rate
 // 0, -48000 or 4.6e18 (export nam) or 1 (infer), naming the file and the key; nothing written.
 TEST(CliAmpNamIo, ACheckpointWithAnImpossibleSampleRateIsRefused) {
-  const fs::path dir = fresh("bad_rate");
+  const fs::path dir = fresh_amp("bad_rate");
   ASSERT_EQ(wavetrain_in(dir, "import nam '" + kNamModels + "wavenet.nam' -o good.ckpt").exit_code, 0);
   wavetrain::data::write_wav((dir / "in.wav").string(), infer_signal(4800), 48000);
   const wavetrain::TrainingState good = wavetrain::Checkpoint::load((dir / "good.ckpt").string());
@@ -680,7 +677,7 @@ TEST(CliAmpNamIo, ACheckpointWithAnImpossibleSampleRateIsRefused) {
 // export nam on a full disk (RLIMIT_FSIZE of 1 KiB, SIGXFSZ ignored so that write() fails with
 // EFBIG): exit 1, one line naming the file and the reason, no temporary left beside it.
 TEST(CliAmpNamIo, ExportNamOnAFullDiskSaysWhyAndLeavesNothing) {
-  const fs::path dir = fresh("export_full");
+  const fs::path dir = fresh_amp("export_full");
   ASSERT_EQ(wavetrain_in(dir, "import nam '" + kNamModels + "my_model.nam' -o model.ckpt").exit_code, 0);
   fs::create_directories(dir / "out");
   const Result r = wavetrain::testing::run_shell("cd '" + dir.string() + "' && bash -c \"trap '' XFSZ; ulimit -f 1; exec '" WAVETRAIN_BINARY

@@ -22,29 +22,26 @@ const std::string kBasic = std::string(WAVETRAIN_TEST_DATA) + "/configs/basic";
 using Result = wavetrain::testing::ProcessResult;
 
 // Runs wavetrain in `dir` (created if needed) with `args`; `env` is "NAME=value ..." for it.
-Result wavetrain_in(const fs::path& dir, const std::string& args, const std::string& env = "") {
-  fs::create_directories(dir);
-  return wavetrain::testing::run_shell("cd '" + dir.string() + "' && env " + env + " '" WAVETRAIN_BINARY "' " + args);
-}
+using wavetrain::testing::wavetrain_in;
 
-fs::path fresh(const std::string& name) {
+fs::path fresh_cli(const std::string& name) {
   const fs::path dir = fs::path(::testing::TempDir()) / ("wavetrain_cli_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   return dir;
 }
 
 TEST(CliTrain, CfgJobPrintsTheComposedConfig) {
-  const Result r = wavetrain_in(fresh("cfg"), "train -cd " + kBasic + " --cfg job model=lstm trainer.max_epochs=3");
+  const Result r = wavetrain_in(fresh_cli("cfg"), "train -cd " + kBasic + " --cfg job model=lstm trainer.max_epochs=3");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out,
             "model:\n  name: lstm\n  hidden: 24\noptimizer:\n  lr: 0.004\n  betas:\n    - 0.9\n    - 0.999\n"
             "trainer:\n  max_epochs: 3\n  max_steps: -1\n  lr: ${optimizer.lr}\nname: run_${model.name}\n");
-  const Result resolved = wavetrain_in(fresh("cfg"), "train --config-dir " + kBasic + " --cfg job --resolve");
+  const Result resolved = wavetrain_in(fresh_cli("cfg"), "train --config-dir " + kBasic + " --cfg job --resolve");
   EXPECT_NE(resolved.out.find("  lr: 0.004\nname: run_wavenet\n"), std::string::npos) << resolved.out;
 }
 
 TEST(CliTrain, InfoDefaultsShowsTheTree) {
-  const Result r = wavetrain_in(fresh("info"), "train -cd " + kBasic + " --info defaults model/encoder=big");
+  const Result r = wavetrain_in(fresh_cli("info"), "train -cd " + kBasic + " --info defaults model/encoder=big");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("    model/encoder/big  (package: model.encoder, " + kBasic + "/model/encoder/big.yaml)\n"),
             std::string::npos)
@@ -52,24 +49,24 @@ TEST(CliTrain, InfoDefaultsShowsTheTree) {
 }
 
 TEST(CliTrain, ErrorsArePrintedWholeWithANonZeroExit) {
-  const Result r = wavetrain_in(fresh("err"), "train -cd " + kBasic + " trainer.max_epoch=3");
+  const Result r = wavetrain_in(fresh_cli("err"), "train -cd " + kBasic + " trainer.max_epoch=3");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err,
             "wavetrain: error: Could not override 'trainer.max_epoch'. To append to your config use "
             "+trainer.max_epoch=...\nDid you mean trainer.max_epochs?\n");
-  const Result sweep = wavetrain_in(fresh("err"), "train -cd " + kBasic + " trainer.lr=1,2");
+  const Result sweep = wavetrain_in(fresh_cli("err"), "train -cd " + kBasic + " trainer.lr=1,2");
   EXPECT_EQ(sweep.exit_code, 1);
   EXPECT_NE(sweep.err.find("Add -m to run one job per value"), std::string::npos) << sweep.err;
-  const Result grammar = wavetrain_in(fresh("err"), "train -cd " + kBasic + " 'a=[1,2'");
+  const Result grammar = wavetrain_in(fresh_cli("err"), "train -cd " + kBasic + " 'a=[1,2'");
   EXPECT_EQ(grammar.exit_code, 1);
   EXPECT_NE(grammar.err.find("Error parsing override 'a=[1,2'"), std::string::npos) << grammar.err;
-  const Result missing = wavetrain_in(fresh("err"), "train");
+  const Result missing = wavetrain_in(fresh_cli("err"), "train");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("Missing mandatory value: task (set to ??? in "), std::string::npos) << missing.err;
 }
 
 TEST(CliTrain, ARunLeavesItsConfigLogsMetricsCheckpointAndResult) {
-  const fs::path dir = fresh("rundir");
+  const fs::path dir = fresh_cli("rundir");
   const Result r = wavetrain_in(dir, "train task=toy_regression trainer.seed=3 trainer.max_epochs=2 run.dir=out/r");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const wavetrain::config::Node composed = wavetrain::config::load_yaml_file((dir / "out/r/.wavetrain/config.yaml").string());
@@ -96,7 +93,7 @@ TEST(CliTrain, ARunLeavesItsConfigLogsMetricsCheckpointAndResult) {
 }
 
 TEST(CliTrain, DeviceAndPrecisionAreRecordedWithTheirWarnings) {
-  const fs::path dir = fresh("environment");
+  const fs::path dir = fresh_cli("environment");
   const Result r = wavetrain_in(dir, "train task=toy_regression trainer.max_epochs=1 trainer.precision=16-mixed "
                                      "trainer.device=cpu run.dir=r");
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -114,7 +111,7 @@ TEST(CliTrain, DeviceAndPrecisionAreRecordedWithTheirWarnings) {
   EXPECT_NE(text.find("] device cpu; cpu: bf16 autocast (precision 16-mixed); "), std::string::npos) << text;
   EXPECT_NE(text.find("] warning: precision 16-mixed is not available on cpu"), std::string::npos) << text;
 
-  const fs::path bad_dir = fresh("environment_bad");
+  const fs::path bad_dir = fresh_cli("environment_bad");
   const Result bad = wavetrain_in(bad_dir, "train task=toy_regression trainer.precision=8 run.dir=r2");
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("trainer.precision='8' is not a precision: expected 32, 16-mixed or bf16-mixed"),
@@ -124,7 +121,7 @@ TEST(CliTrain, DeviceAndPrecisionAreRecordedWithTheirWarnings) {
 }
 
 TEST(CliTrain, CudaMemoryFractionIsCheckedAndIgnoredOffCuda) {
-  const fs::path dir = fresh("memfrac");
+  const fs::path dir = fresh_cli("memfrac");
   const Result ok = wavetrain_in(dir, "train task=toy_regression trainer.max_epochs=1 trainer.device=cpu "
                                       "trainer.cuda_memory_fraction=0.5 run.dir=r");
   ASSERT_EQ(ok.exit_code, 0) << ok.err;
@@ -139,7 +136,7 @@ TEST(CliTrain, CudaMemoryFractionIsCheckedAndIgnoredOffCuda) {
 
 TEST(CliTrain, MultirunOnToyRegressionWithAFailingJobAndResume) {
   // hidden=0 is refused by the task, so job 1 fails while jobs 0 and 2 train.
-  const fs::path dir = fresh("multirun");
+  const fs::path dir = fresh_cli("multirun");
   const Result r = wavetrain_in(dir, "train -m -j 2 task=toy_regression trainer.max_epochs=1 "
                                      "+toy_regression.hidden=8,0,16 run.multirun_dir=sweep sweep.objective=val/mse");
   EXPECT_EQ(r.exit_code, 1) << r.err;
@@ -163,7 +160,7 @@ TEST(CliTrain, MultirunOnToyRegressionWithAFailingJobAndResume) {
 }
 
 TEST(CliTrain, AKilledRunResumesToBitwiseIdenticalWeights) {
-  const fs::path dir = fresh("resume");
+  const fs::path dir = fresh_cli("resume");
   const std::string common =
       "train task=toy_regression trainer.max_epochs=3 trainer.seed=5 trainer.checkpoint.every_n_steps=7 ";
   ASSERT_EQ(wavetrain_in(dir, common + "run.dir=whole").exit_code, 0);
@@ -207,7 +204,7 @@ std::map<std::string, std::pair<std::string, fs::file_time_type>> snapshot(const
 }
 
 TEST(CliTrain, ResumingAFinishedRunChangesNothingAndARaisedLimitContinues) {
-  const fs::path dir = fresh("resume_finished");
+  const fs::path dir = fresh_cli("resume_finished");
   const std::string common = "train task=toy_regression trainer.max_epochs=3 trainer.seed=5 ";
   ASSERT_EQ(wavetrain_in(dir, common + "run.dir=r trainer.max_steps=40").exit_code, 0);
   const auto before = snapshot(dir / "r");
@@ -253,7 +250,7 @@ TEST(CliTrain, ResumingAFinishedRunChangesNothingAndARaisedLimitContinues) {
 }
 
 TEST(CliEval, ReproducesTheRunsValidationAndWritesItBeside) {
-  const fs::path dir = fresh("eval");
+  const fs::path dir = fresh_cli("eval");
   ASSERT_EQ(wavetrain_in(dir, "train task=toy_regression trainer.max_epochs=2 run.dir=r").exit_code, 0);
   const Result r = wavetrain_in(dir, "eval r");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -275,7 +272,7 @@ TEST(CliEval, ReproducesTheRunsValidationAndWritesItBeside) {
 }
 
 TEST(CliDistributed, TwoRanksWithBatchBMatchOneRankWithBatch2B) {
-  const fs::path dir = fresh("ddp");
+  const fs::path dir = fresh_cli("ddp");
   const std::string common = "train task=toy_regression trainer.max_epochs=1 optimizer.name=sgd optimizer.lr=0.1 ";
   const Result two = wavetrain_in(dir, common + "trainer.devices=2 trainer.batch_size=16 run.dir=two");
   ASSERT_EQ(two.exit_code, 0) << two.err;
@@ -297,7 +294,7 @@ TEST(CliDistributed, TwoRanksWithBatchBMatchOneRankWithBatch2B) {
 }
 
 TEST(CliDistributed, ARankThatDiesMakesTheOtherExitWithAnError) {
-  const fs::path dir = fresh("ddp_kill");
+  const fs::path dir = fresh_cli("ddp_kill");
   const auto start = std::chrono::steady_clock::now();
   const Result r = wavetrain_in(dir, "train task=toy_regression trainer.devices=2 trainer.batch_size=16 "
                                      "trainer.max_epochs=50 trainer.dist_timeout=30 run.dir=k",
@@ -313,7 +310,7 @@ TEST(CliDistributed, ARankThatDiesMakesTheOtherExitWithAnError) {
 }
 
 TEST(CliTrain, InfoJobsListsASweepInOrder) {
-  const Result r = wavetrain_in(fresh("jobs"), "train -cd " + kBasic +
+  const Result r = wavetrain_in(fresh_cli("jobs"), "train -cd " + kBasic +
                                                    " --info jobs 'zip(trainer.lr=[0.1,0.2],trainer.max_epochs=[1,2])' "
                                                    "'model=glob(*)'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -342,7 +339,7 @@ std::string nested(const std::string& open, const std::string& inner, const std:
 // Before, a defaults cycle and a 100,000-link interpolation chain overflowed the stack, a file
 // nested 10,000 deep failed with yaml-cpp's "bad file", and an override nested 10,000 deep ran.
 TEST(CliTrain, DefaultsCycleIsAnErrorNotACrash) {
-  const fs::path dir = fresh("defaults_cycle");
+  const fs::path dir = fresh_cli("defaults_cycle");
   write_configs(dir, {{"a.yaml", "defaults:\n  - b\n"}, {"b.yaml", "defaults:\n  - a\n"}});
   const Result r = wavetrain_in(dir, "train -cd configs -cn a task=toy_regression");
   EXPECT_EQ(r.exit_code, 1) << r.err;
@@ -352,7 +349,7 @@ TEST(CliTrain, DefaultsCycleIsAnErrorNotACrash) {
 }
 
 TEST(CliTrain, DeepNestingIsAnErrorNotACrash) {
-  const fs::path dir = fresh("deep_nesting");
+  const fs::path dir = fresh_cli("deep_nesting");
   write_configs(dir, {{"deep.yaml", "task: toy_regression\na: " + nested("[", "", "]", 10000) + "\n"}});
   const Result file = wavetrain_in(dir, "train -cd configs -cn deep");
   EXPECT_EQ(file.exit_code, 1) << file.err;
@@ -371,7 +368,7 @@ TEST(CliTrain, DeepNestingIsAnErrorNotACrash) {
 }
 
 TEST(CliTrain, LongInterpolationChainIsAnErrorNotACrash) {
-  const fs::path dir = fresh("interpolation_chain");
+  const fs::path dir = fresh_cli("interpolation_chain");
   std::string chain = "task: ${a0}\n";
   for (int i = 0; i < 100000; ++i) chain += "a" + std::to_string(i) + ": ${a" + std::to_string(i + 1) + "}\n";
   chain += "a100000: toy_regression\n";
@@ -385,11 +382,11 @@ TEST(CliTrain, LongInterpolationChainIsAnErrorNotACrash) {
 }
 
 TEST(CliTrain, DidYouMeanFindsTheKeyAtAnyDepth) {
-  const Result seed = wavetrain_in(fresh("did_you_mean"), "train seed=3");
+  const Result seed = wavetrain_in(fresh_cli("did_you_mean"), "train seed=3");
   EXPECT_EQ(seed.exit_code, 1);
   EXPECT_EQ(seed.err, "wavetrain: error: Could not override 'seed'. To append to your config use +seed=...\n"
                       "Did you mean one of: sweep.seed, trainer.seed?\n");
-  const Result amp = wavetrain_in(fresh("did_you_mean"), "train +experiment=amp segmnt=8");
+  const Result amp = wavetrain_in(fresh_cli("did_you_mean"), "train +experiment=amp segmnt=8");
   EXPECT_EQ(amp.exit_code, 1);
   EXPECT_EQ(amp.err, "wavetrain: error: Could not override 'segmnt'. To append to your config use +segmnt=...\n"
                      "Did you mean amp.segment?\n");
@@ -400,7 +397,7 @@ TEST(CliTrain, DidYouMeanFindsTheKeyAtAnyDepth) {
 namespace {
 
 TEST(CliCkpt, InfoOnAStateDictAndOnAMissingFile) {
-  const fs::path dir = fresh("ckpt");
+  const fs::path dir = fresh_cli("ckpt");
   fs::create_directories(dir);
   wavetrain::serialization::save_torch_file(
       (dir / "w.pt").string(), wavetrain::serialization::from_state_dict({{"fc.weight", at::zeros({2, 3})}}));

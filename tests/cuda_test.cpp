@@ -46,9 +46,7 @@ fs::path fresh(const std::string& name) {
   return dir;
 }
 
-Result wavetrain_in(const fs::path& dir, const std::string& args) {
-  return testing::run_shell("cd '" + dir.string() + "' && '" WAVETRAIN_BINARY "' " + args);
-}
+using wavetrain::testing::wavetrain_in;
 
 TEST(Cuda, MutualInformationKernelEqualsTheCpuKernel) {
   REQUIRE_GPU();

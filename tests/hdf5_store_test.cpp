@@ -26,7 +26,7 @@
 namespace wavetrain::data {
 namespace {
 
-std::string temp_dir() {
+std::string store_temp_dir() {
   static const std::string dir = [] {
     const std::string d = (std::filesystem::temp_directory_path() / ("wavetrain_store_" + std::to_string(::getpid()))).string();
     std::filesystem::create_directories(d);
@@ -51,7 +51,7 @@ void build(const std::string& path, int64_t train_items, int64_t valid_items) {
 }
 
 TEST(Hdf5Store, RoundTripWithLengthsIdsAndAttributes) {
-  const std::string path = temp_dir() + "/round.h5";
+  const std::string path = store_temp_dir() + "/round.h5";
   build(path, 30, 5);
   const DatasetReader r(path);
   EXPECT_EQ(r.splits(), (std::vector<std::string>{"train", "valid"}));
@@ -72,7 +72,7 @@ TEST(Hdf5Store, RoundTripWithLengthsIdsAndAttributes) {
 }
 
 TEST(Hdf5Store, H5pyReadsWhatWavetrainWrote) {
-  const std::string path = temp_dir() + "/h5py.h5";
+  const std::string path = store_temp_dir() + "/h5py.h5";
   build(path, 12, 3);
   const std::string out = wavetrain::testing::python_output("h5py_read_store.py " + path);
   if (out.empty()) GTEST_SKIP() << WAVETRAIN_TEST_PYTHON << " cannot import h5py: install Debian's python3-h5py";
@@ -99,7 +99,7 @@ TEST(Hdf5Store, H5pyReadsWhatWavetrainWrote) {
 }
 
 TEST(Hdf5Store, KillingTheBuilderLeavesNoValidLookingFile) {
-  const std::string path = temp_dir() + "/killed.h5";
+  const std::string path = store_temp_dir() + "/killed.h5";
   build(path, 3, 1);  // an earlier, complete version
   const pid_t child = fork();
   if (child == 0) {
@@ -107,7 +107,7 @@ TEST(Hdf5Store, KillingTheBuilderLeavesNoValidLookingFile) {
     for (int64_t i = 0;; ++i) w.add("train", {{"features", at::randn({1000, 80})}});  // killed below
   }
   // Wait until the partial file exists and has grown, then kill the builder.
-  const std::string partial = temp_dir() + "/.killed.h5.partial-" + std::to_string(child);
+  const std::string partial = store_temp_dir() + "/.killed.h5.partial-" + std::to_string(child);
   for (int i = 0; i < 400 && !(std::filesystem::exists(partial) && std::filesystem::file_size(partial) > (2u << 20)); ++i)
     usleep(10000);
   ASSERT_TRUE(std::filesystem::exists(partial));
@@ -128,7 +128,7 @@ TEST(Hdf5Store, KillingTheBuilderLeavesNoValidLookingFile) {
   }
   // An exception mid-build (here: a mismatched item) also removes the partial file.
   try {
-    DatasetWriter w(temp_dir() + "/thrown.h5");
+    DatasetWriter w(store_temp_dir() + "/thrown.h5");
     w.add("train", make_item(1));
     w.add("train", {{"features", at::zeros({2, 4})}, {"tokens", at::zeros({1}, at::kLong)}});
     ADD_FAILURE() << "no error";
@@ -137,12 +137,12 @@ TEST(Hdf5Store, KillingTheBuilderLeavesNoValidLookingFile) {
               std::string::npos)
         << e.what();
   }
-  EXPECT_FALSE(std::filesystem::exists(temp_dir() + "/thrown.h5"));
-  EXPECT_FALSE(std::filesystem::exists(temp_dir() + "/.thrown.h5.partial-" + std::to_string(::getpid())));
+  EXPECT_FALSE(std::filesystem::exists(store_temp_dir() + "/thrown.h5"));
+  EXPECT_FALSE(std::filesystem::exists(store_temp_dir() + "/.thrown.h5.partial-" + std::to_string(::getpid())));
 }
 
 TEST(Hdf5Store, ErrorsNameTheFileAndItem) {
-  const std::string text = temp_dir() + "/text.h5";
+  const std::string text = store_temp_dir() + "/text.h5";
   std::ofstream(text) << "hello";
   try {
     DatasetReader r(text);
@@ -150,13 +150,13 @@ TEST(Hdf5Store, ErrorsNameTheFileAndItem) {
   } catch (const StoreError& e) {
     EXPECT_EQ(std::string(e.what()), text + ": not an HDF5 file");
   }
-  const std::string path = temp_dir() + "/errors.h5";
+  const std::string path = store_temp_dir() + "/errors.h5";
   build(path, 2, 0);
   const DatasetReader r(path);
   EXPECT_THROW(r.item("train", 2), StoreError);
   EXPECT_THROW(r.item("test", 0), StoreError);
   try {
-    DatasetWriter w(temp_dir() + "/fields.h5");
+    DatasetWriter w(store_temp_dir() + "/fields.h5");
     w.add("train", make_item(1));
     w.add("train", {{"features", at::zeros({2, 3})}});
     ADD_FAILURE();
@@ -168,7 +168,7 @@ TEST(Hdf5Store, ErrorsNameTheFileAndItem) {
 }
 
 TEST(Hdf5Store, ConcurrentReadersSeeTheSameItems) {
-  const std::string path = temp_dir() + "/threads.h5";
+  const std::string path = store_temp_dir() + "/threads.h5";
   build(path, 200, 0);
   const DatasetReader r(path, /*cache_items=*/16);
   std::vector<std::thread> threads;
@@ -255,7 +255,7 @@ size_t format_heap_index_offset(const std::string& bytes) {
 // (checksummed headers) and one written with HDF5's defaults (no checksums) must give an error
 // naming the file.
 TEST(Hdf5Store, DamagedStringAttributeReferenceIsAnErrorNotACrash) {
-  const std::string ours = temp_dir() + "/ours.h5", plain = temp_dir() + "/plain.h5";
+  const std::string ours = store_temp_dir() + "/ours.h5", plain = store_temp_dir() + "/plain.h5";
   build(ours, 3, 1);
   write_plain_hdf5_store(plain);
   ASSERT_EQ(DatasetReader(plain).size("train"), 2);  // valid before it is damaged
@@ -281,7 +281,7 @@ TEST(Hdf5Store, DamagedStringAttributeReferenceIsAnErrorNotACrash) {
 // The other half of a string's reference: the heap object itself. An object whose size runs past
 // its collection, or a collection size past the end of the file.
 TEST(Hdf5Store, DamagedGlobalHeapIsAnErrorNotACrash) {
-  const std::string plain = temp_dir() + "/plain_heap.h5";
+  const std::string plain = store_temp_dir() + "/plain_heap.h5";
   write_plain_hdf5_store(plain);
   const std::string good = file_bytes(plain);
   const size_t heap = good.find("GCOL"), text = good.find("wavetrain-dataset");
@@ -305,7 +305,7 @@ TEST(Hdf5Store, DamagedGlobalHeapIsAnErrorNotACrash) {
 // Chunks carry Fletcher-32 checksums: a flipped byte in a compressed chunk is an error on reading
 // that item, never different numbers.
 TEST(Hdf5Store, DamagedChunkFailsItsChecksum) {
-  const std::string path = temp_dir() + "/chunk.h5";
+  const std::string path = store_temp_dir() + "/chunk.h5";
   {
     DatasetWriter w(path);
     w.add("train", {{"x", at::arange(1000, at::kFloat)}});
@@ -339,7 +339,7 @@ TEST(Hdf5Store, DamagedChunkFailsItsChecksum) {
 
 // A store that claims absurd sizes is refused before anything is allocated for them.
 TEST(Hdf5Store, AbsurdSizesAreRefusedBeforeAllocation) {
-  const std::string path = temp_dir() + "/absurd.h5";
+  const std::string path = store_temp_dir() + "/absurd.h5";
   // Item 1 of 4 values claims 2^40 of them: data is grown, unwritten (HDF5 reads zeros there).
   auto claim_2_to_the_40 = [&](bool chunked) {
     write_plain_hdf5_store(path);
@@ -389,7 +389,7 @@ TEST(Hdf5Store, AbsurdSizesAreRefusedBeforeAllocation) {
 // past the end of the file. Refused on opening, before the item is allocated; the message names
 // the file, the field and the sizes.
 TEST(Hdf5Store, DeclaredDataPastTheEndOfTheFileIsRefused) {
-  const std::string path = temp_dir() + "/past_end.h5";
+  const std::string path = store_temp_dir() + "/past_end.h5";
   write_plain_hdf5_store(path);
   std::string bytes = file_bytes(path);
   // The data's dataspace message (version 1, rank 1, with a maximum): its size 4 and maximum 4.
@@ -417,7 +417,7 @@ TEST(Hdf5Store, DeclaredDataPastTheEndOfTheFileIsRefused) {
 // A store a newer wavetrain wrote may mean something else by the same names: refused, naming the
 // version found and the version read. A store without the attribute (h5py's) reads as version 1.
 TEST(Hdf5Store, NewerFormatVersionIsRefused) {
-  const std::string path = temp_dir() + "/version.h5";
+  const std::string path = store_temp_dir() + "/version.h5";
   build(path, 2, 1);
   EXPECT_EQ(std::get<int64_t>(*DatasetReader(path).attribute("format_version")), kStoreFormatVersion);
   const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
@@ -432,14 +432,14 @@ TEST(Hdf5Store, NewerFormatVersionIsRefused) {
   } catch (const StoreError& e) {
     EXPECT_EQ(std::string(e.what()), path + ": format_version 2 is newer than this wavetrain reads (version 1); a newer wavetrain wrote it");
   }
-  const std::string plain = temp_dir() + "/no_version.h5";
+  const std::string plain = store_temp_dir() + "/no_version.h5";
   write_plain_hdf5_store(plain);
   EXPECT_EQ(DatasetReader(plain).size("train"), 2);
 }
 
 // sample_rate, when a store has one, is a number in (0, 1 MHz]: int64 or float64.
 TEST(Hdf5Store, SampleRateMustBePositiveAndAtMostOneMegahertz) {
-  const std::string path = temp_dir() + "/rate.h5";
+  const std::string path = store_temp_dir() + "/rate.h5";
   auto with_rate = [&](const AttributeValue& rate) {
     DatasetWriter w(path);
     w.set_attribute("sample_rate", rate);
@@ -465,7 +465,7 @@ TEST(Hdf5Store, SampleRateMustBePositiveAndAtMostOneMegahertz) {
 // Every dtype docs/data-format.md lists is read back as written, in either byte order (h5py may
 // write big-endian ">f4"); another type is refused by name.
 TEST(Hdf5Store, ListedDtypesAreReadInEitherByteOrder) {
-  const std::string path = temp_dir() + "/dtypes.h5";
+  const std::string path = store_temp_dir() + "/dtypes.h5";
   {
     DatasetWriter w(path);
     w.add("train", {{"f64", at::tensor({0.25, -1.5}, at::kDouble)}, {"i16", at::tensor({-32768, 32767}, at::kShort)},
@@ -479,7 +479,7 @@ TEST(Hdf5Store, ListedDtypesAreReadInEitherByteOrder) {
   EXPECT_TRUE(at::equal(item.at("u8"), at::tensor({0, 255}, at::kByte)));
   EXPECT_TRUE(at::equal(item.at("i32"), at::tensor({-7, 7}, at::kInt)));
 
-  const std::string plain = temp_dir() + "/dtypes_plain.h5";
+  const std::string plain = store_temp_dir() + "/dtypes_plain.h5";
   auto plain_with = [&](hid_t type) {
     const std::string& path = plain;
     write_plain_hdf5_store(path);
@@ -510,7 +510,7 @@ TEST(Hdf5Store, ListedDtypesAreReadInEitherByteOrder) {
 // process: one StoreError naming the store and the system's reason, no partial file, and a normal
 // exit afterwards. HDF5 1.10.8's exit handler used to crash on the file whose close had failed.
 TEST(Hdf5Store, AFullDiskIsOneErrorAndTheProcessExitsNormally) {
-  const std::string path = temp_dir() + "/full.h5";
+  const std::string path = store_temp_dir() + "/full.h5";
   const at::Tensor values = at::randn({100000});  // 400 KB per item, made before the fork
   int pipe_fds[2];
   ASSERT_EQ(::pipe(pipe_fds), 0);
@@ -542,17 +542,17 @@ TEST(Hdf5Store, AFullDiskIsOneErrorAndTheProcessExitsNormally) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status << (WIFSIGNALED(status) ? " (a signal)" : "");
   EXPECT_EQ(message, path + ": cannot be written: File too large (writing train/x/data); nothing was left behind");
   EXPECT_FALSE(std::filesystem::exists(path));
-  EXPECT_FALSE(std::filesystem::exists(temp_dir() + "/.full.h5.partial-" + std::to_string(child)));
+  EXPECT_FALSE(std::filesystem::exists(store_temp_dir() + "/.full.h5.partial-" + std::to_string(child)));
 }
 
 // The writer's own root attributes cannot be set twice (the second would fail in finish()).
 TEST(Hdf5Store, WriterRefusesItsOwnAttributeNames) {
-  DatasetWriter w(temp_dir() + "/own.h5");
+  DatasetWriter w(store_temp_dir() + "/own.h5");
   try {
     w.set_attribute("format_version", int64_t{2});
     FAIL() << "accepted";
   } catch (const StoreError& e) {
-    EXPECT_EQ(std::string(e.what()), temp_dir() + "/own.h5: root attribute 'format_version' is written by the store itself");
+    EXPECT_EQ(std::string(e.what()), store_temp_dir() + "/own.h5: root attribute 'format_version' is written by the store itself");
   }
 }
 

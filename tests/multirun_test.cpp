@@ -16,7 +16,7 @@ namespace fs = std::filesystem;
 namespace wavetrain {
 namespace {
 
-fs::path fresh_dir(const std::string& name) {
+fs::path fresh_multirun_dir(const std::string& name) {
   const fs::path dir = fs::path(::testing::TempDir()) / ("wavetrain_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -31,7 +31,7 @@ std::string read(const fs::path& p) {
 }
 
 TEST(RunDirectory, TwoRunsInTheSameSecondGetTheirOwn) {
-  const fs::path base = fresh_dir("rundir");
+  const fs::path base = fresh_multirun_dir("rundir");
   const RunDirectory a = RunDirectory::create(base / "outputs/2026-11-21/12-00-00");
   const RunDirectory b = RunDirectory::create(base / "outputs/2026-11-21/12-00-00");
   const RunDirectory c = RunDirectory::create(base / "outputs/2026-11-21/12-00-00");
@@ -41,7 +41,7 @@ TEST(RunDirectory, TwoRunsInTheSameSecondGetTheirOwn) {
 }
 
 TEST(RunDirectory, RecordsConfigsThatReloadToTheSameValues) {
-  const fs::path base = fresh_dir("record");
+  const fs::path base = fresh_multirun_dir("record");
   config::Node tree = config::load_yaml_string(
       "run: {dir: '" + (base / "r").string() + "'}\nlr: 0.1\nname: run_${lr}\ns: '3'\nt: 'true'\ntask: ???\n", "t.yaml");
   const config::Config cfg(tree);
@@ -78,7 +78,7 @@ fs::path write_fake_job(const fs::path& dir) {
 }
 
 TEST(Multirun, FailedJobIsReportedAndTheOthersGoOnThenResumeRerunsOnlyIt) {
-  const fs::path dir = fresh_dir("multirun");
+  const fs::path dir = fresh_multirun_dir("multirun");
   MultirunOptions opt;
   opt.dir = dir;
   opt.command = {write_fake_job(dir).string()};
@@ -121,7 +121,7 @@ TEST(Multirun, FailedJobIsReportedAndTheOthersGoOnThenResumeRerunsOnlyIt) {
 
 TEST(Multirun, ResumeOfADirectoryWithoutAMultirunIsAnError) {
   MultirunOptions opt;
-  opt.dir = fresh_dir("not_a_multirun");
+  opt.dir = fresh_multirun_dir("not_a_multirun");
   std::ostringstream out;
   EXPECT_THROW(resume_multirun(opt, out), std::runtime_error);
 }

@@ -22,10 +22,7 @@ namespace {
 
 using Result = wavetrain::testing::ProcessResult;
 
-Result wavetrain_in(const fs::path& dir, const std::string& args, const std::string& env = "") {
-  fs::create_directories(dir);
-  return wavetrain::testing::run_shell("cd '" + dir.string() + "' && env " + env + " '" WAVETRAIN_BINARY "' " + args);
-}
+using wavetrain::testing::wavetrain_in;
 
 // Runs `script` with bash in `dir`.
 Result shell_in(const fs::path& dir, const std::string& script) {
@@ -33,7 +30,7 @@ Result shell_in(const fs::path& dir, const std::string& script) {
   return wavetrain::testing::run_shell("cd '" + dir.string() + "' && bash -c '" + script + "'");
 }
 
-fs::path fresh(const std::string& name) {
+fs::path fresh_reliability(const std::string& name) {
   const fs::path dir = fs::path(::testing::TempDir()) / ("wavetrain_reliability_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   return dir;
@@ -58,7 +55,7 @@ std::set<std::string> files_in(const fs::path& dir, const std::string& prefix) {
 // The launcher of trainer.devices=2, killed with SIGKILL or SIGTERM while its ranks train: no rank
 // is alive 2 s later (they die with it; SIGTERM lets them save the checkpoint first).
 TEST(Reliability, RanksDieWithTheirLauncher) {
-  const fs::path dir = fresh("ranks");
+  const fs::path dir = fresh_reliability("ranks");
   for (const std::string signal : {"KILL", "TERM"}) {
     const std::string run = "ranks_" + signal + "_" + std::to_string(::getpid());
     const Result r = shell_in(dir,
@@ -78,7 +75,7 @@ TEST(Reliability, RanksDieWithTheirLauncher) {
 // running job dies with it (its checkpoint saved), and `--resume` keeps the finished job's result,
 // continues the other from its checkpoint, runs the last one, and starts nothing twice.
 TEST(Reliability, AKilledSweepResumesEachJobExactlyOnce) {
-  const fs::path dir = fresh("sweep");
+  const fs::path dir = fresh_reliability("sweep");
   const std::string sweep = "sweep_" + std::to_string(::getpid());
   const Result killed = shell_in(dir,
       "WAVETRAIN_FAULT_STEP_DELAY_MS=5 \"" WAVETRAIN_BINARY "\" train -m task=toy_regression trainer.max_epochs=1000 "
@@ -116,7 +113,7 @@ TEST(Reliability, AKilledSweepResumesEachJobExactlyOnce) {
 // SIGTERM to a local multirun's launcher stops the sweep in order: the running jobs save their
 // checkpoints and stop, the queued one stays pending, the launcher exits 75, and --resume ends them all.
 TEST(Reliability, ASweepStoppedBySigtermStopsItsJobsInOrder) {
-  const fs::path dir = fresh("sigterm");
+  const fs::path dir = fresh_reliability("sigterm");
   const Result stopped = shell_in(dir,
       "WAVETRAIN_FAULT_STEP_DELAY_MS=5 \"" WAVETRAIN_BINARY "\" train -m task=toy_regression trainer.max_epochs=1000 "
       "trainer.max_steps=600 trainer.seed=1,2,3 run.multirun_dir=sweep -j 2 > launcher.log 2>&1 & pid=$!; "
@@ -140,7 +137,7 @@ TEST(Reliability, ASweepStoppedBySigtermStopsItsJobsInOrder) {
 // A resumed sweep whose job is still run by a process that outlived its launcher waits for it (the
 // job's directory is locked) instead of moving it aside and starting it again, and keeps its result.
 TEST(Reliability, ResumeWaitsForALiveJobAndKeepsWhatItFinished) {
-  const fs::path dir = fresh("orphan");
+  const fs::path dir = fresh_reliability("orphan");
   ASSERT_EQ(wavetrain_in(dir, "train -m task=toy_regression trainer.max_steps=30 trainer.seed=1,2 run.multirun_dir=sweep").exit_code, 0);
   // As a launcher killed at once would leave it: job 1 "running", its run started over by a process
   // of its own (that, unlike a launcher's child, does not die with anything).
@@ -172,7 +169,7 @@ TEST(Reliability, ResumeWaitsForALiveJobAndKeepsWhatItFinished) {
 // Killed while writing last.ckpt: the full-size temporary it leaves is gone once the run resumes,
 // and the resumed run ends with the files (top-k included) of a run that was never interrupted.
 TEST(Reliability, AKillInsideASaveLeavesNoTemporaryAndTopKSurvivesTheResume) {
-  const fs::path dir = fresh("save");
+  const fs::path dir = fresh_reliability("save");
   const std::string common = "train task=toy_regression trainer.max_epochs=6 trainer.monitor=val/mse "
                              "trainer.checkpoint.save_top_k=2 optimizer.lr=0.003 ";
   ASSERT_EQ(wavetrain_in(dir, common + "run.dir=whole").exit_code, 0);
@@ -200,7 +197,7 @@ TEST(Reliability, AKillInsideASaveLeavesNoTemporaryAndTopKSurvivesTheResume) {
 // EFBIG) ends the run with exit 1 and one line naming the file and the system's reason, on the
 // terminal and in the run's log; its temporary is gone.
 TEST(Reliability, AFailedCheckpointWriteIsInTheLogAndLeavesNoTemporary) {
-  const fs::path dir = fresh("full");
+  const fs::path dir = fresh_reliability("full");
   const Result r = shell_in(dir, "trap \"\" XFSZ; ulimit -f 16; exec \"" WAVETRAIN_BINARY "\" train task=toy_regression "
                                  "trainer.max_epochs=1 run.dir=full");
   EXPECT_EQ(r.exit_code, 1);
@@ -223,7 +220,7 @@ TEST(Reliability, AtomicTemporariesAreRecognisedByTheirExactNaming) {
 // Starting again with a run.dir that an earlier run took: the new run goes beside it and says so
 // on its first line and in its log; the earlier run is not touched.
 TEST(Reliability, ATakenRunDirIsAnnouncedFirst) {
-  const fs::path dir = fresh("taken");
+  const fs::path dir = fresh_reliability("taken");
   ASSERT_EQ(wavetrain_in(dir, "train task=toy_regression trainer.max_steps=5 run.dir=same").exit_code, 0);
   const std::string result = read_text(dir / "same/result.json");
   const Result again = wavetrain_in(dir, "train task=toy_regression trainer.max_steps=5 run.dir=same");
@@ -238,7 +235,7 @@ TEST(Reliability, ATakenRunDirIsAnnouncedFirst) {
 // A key in a config file that nothing reads is refused with its file and line and the key meant;
 // keys added on purpose (`+key=` on the command line, an open section such as sweep.params) pass.
 TEST(Reliability, ConfigFileKeysThatNothingReadsAreRefused) {
-  const fs::path dir = fresh("keys");
+  const fs::path dir = fresh_reliability("keys");
   fs::create_directories(dir / "conf/experiment");
   std::ofstream(dir / "conf/experiment/typo.yaml") << "# @package _global_\ntask: toy_regression\ntrainer:\n  max_epoch: 3\n";
   std::ofstream(dir / "conf/experiment/bogus.yaml") << "# @package _global_\ntask: toy_regression\ntrainer:\n  bogus_key: 1\n";
@@ -282,7 +279,7 @@ TEST(Reliability, TheLaunchersVariableIsObeyedOnlyWhenTheLauncherIsGone) {
 
 // Values that used to train silently (or not at all, with exit 0) are refused, naming the key.
 TEST(Reliability, NonFiniteRatesAndUncountableStepsAreRefused) {
-  const fs::path dir = fresh("values");
+  const fs::path dir = fresh_reliability("values");
   fs::create_directories(dir / "conf/experiment");
   std::ofstream(dir / "conf/experiment/nan.yaml") << "# @package _global_\ntask: toy_regression\noptimizer:\n  lr: .nan\n";
   Result r = wavetrain_in(dir, "train -cd conf +experiment=nan run.dir=nan");

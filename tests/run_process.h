@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -70,6 +71,14 @@ inline bool clients_required() {
   const char* v = std::getenv("WAVETRAIN_TEST_REQUIRE_CLIENTS");
   return v != nullptr && std::string(v) == "1";
 }
+
+#ifdef WAVETRAIN_BINARY
+// Runs the wavetrain binary under test in `dir` (made if missing), with `env` ("VAR=value ...") set.
+inline ProcessResult wavetrain_in(const std::filesystem::path& dir, const std::string& args, const std::string& env = "") {
+  std::filesystem::create_directories(dir);
+  return run_shell("cd '" + dir.string() + "' && env " + env + " '" WAVETRAIN_BINARY "' " + args);
+}
+#endif
 
 }  // namespace wavetrain::testing
 

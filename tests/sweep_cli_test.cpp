@@ -19,12 +19,9 @@ namespace {
 
 using Result = wavetrain::testing::ProcessResult;
 
-Result wavetrain_in(const fs::path& dir, const std::string& args, const std::string& env = "") {
-  fs::create_directories(dir);
-  return wavetrain::testing::run_shell("cd '" + dir.string() + "' && env " + env + " '" WAVETRAIN_BINARY "' " + args);
-}
+using wavetrain::testing::wavetrain_in;
 
-fs::path fresh(const std::string& name) {
+fs::path fresh_sweep(const std::string& name) {
   const fs::path dir = fs::path(::testing::TempDir()) / ("wavetrain_sweep_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   return dir;
@@ -63,7 +60,7 @@ std::string lr_of(const nlohmann::json& job) {
 const char* kLrs = "optimizer.lr=0.0001,0.0003,0.001,0.002,0.004,0.008,0.016,0.032,0.064";
 
 TEST(SweepCli, AshaFindsTheGridsBestWithAFractionOfItsStepsAndPromotedTrialsContinueTheirCurves) {
-  const fs::path dir = fresh("asha");
+  const fs::path dir = fresh_sweep("asha");
   const std::string common = std::string("train -m task=toy_regression trainer.max_epochs=1000 sweep.objective=val/mse ") + kLrs;
   const Result grid = wavetrain_in(dir, common + " trainer.max_steps=90 run.multirun_dir=grid -j 2");
   ASSERT_EQ(grid.exit_code, 0) << grid.out << grid.err;
@@ -116,7 +113,7 @@ TEST(SweepCli, AshaFindsTheGridsBestWithAFractionOfItsStepsAndPromotedTrialsCont
 }
 
 TEST(SweepCli, RandomSearchDrawsTheSameTrialsForTheSameSeed) {
-  const fs::path dir = fresh("random");
+  const fs::path dir = fresh_sweep("random");
   const std::string args =
       "train -m --info jobs task=toy_regression sweep.strategy=random sweep.trials=5 trainer.seed=1,2 "
       "'+sweep.space.optimizer.lr=\"loguniform(1e-4,1e-1)\"' '+sweep.space.toy_regression.hidden=\"int(4,64)\"' ";
@@ -151,7 +148,7 @@ TEST(SweepCli, RandomSearchDrawsTheSameTrialsForTheSameSeed) {
 
 // Each bad sweep exits non-zero with a message naming what is wrong, and writes nothing.
 TEST(SweepCli, BadSweepsAreRefusedBeforeAnythingIsWrittenOrSubmitted) {
-  const fs::path dir = fresh("bad");
+  const fs::path dir = fresh_sweep("bad");
   const std::string base = "train -m task=toy_regression trainer.max_epochs=1 run.multirun_dir=sweep ";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"sweep.strategy=random '+sweep.space.optimizer.lr=\"uniform(0.1,0.1)\"' sweep.trials=3",
@@ -184,7 +181,7 @@ TEST(SweepCli, BadSweepsAreRefusedBeforeAnythingIsWrittenOrSubmitted) {
 // last.ckpt, exits with 75 and no result.json, and `trainer.resume=last` then ends with exactly the
 // weights of a run that was never stopped.
 TEST(SweepCli, AStopSignalSavesACheckpointAndTheResumedRunEqualsAnUninterruptedOne) {
-  const fs::path dir = fresh("signal");
+  const fs::path dir = fresh_sweep("signal");
   const std::string common = "train task=toy_regression trainer.max_epochs=1000 trainer.max_steps=2000 trainer.seed=3 ";
   ASSERT_EQ(wavetrain_in(dir, common + "run.dir=whole").exit_code, 0);
   const wavetrain::TrainingState whole = wavetrain::Checkpoint::load((dir / "whole/checkpoints/last.ckpt").string());
@@ -224,7 +221,7 @@ namespace {
 // `wavetrain report` for any set of run directories (and for a sweep directory), as a user
 // compares runs started by hand: one table row per run, the params that differ, the objective.
 TEST(SweepCli, ReportComparesRunDirectoriesAndSweepDirectories) {
-  const fs::path dir = fresh("report");
+  const fs::path dir = fresh_sweep("report");
   for (const std::string lr : {"0.001", "0.01", "0.03"})
     ASSERT_EQ(wavetrain_in(dir, "train task=toy_regression trainer.max_epochs=2 trainer.monitor=val/mse optimizer.lr=" + lr +
                                     " run.dir=runs/lr" + lr).exit_code, 0);
@@ -277,7 +274,7 @@ std::string log_of(const fs::path& run) {
 // validation and checkpoint; at the run's last step not at all (the run ends by itself). Each
 // stopped run, resumed, ends exactly as the run never stopped, its result.json complete.
 TEST(SweepCli, AStopRequestIsHonouredMidEpochAtAnEpochsEndAndNotAtTheLastStep) {
-  const fs::path dir = fresh("pending");
+  const fs::path dir = fresh_sweep("pending");
   const std::string mid = "train task=toy_regression trainer.max_epochs=3 trainer.seed=2 ";
   const Result stopped = wavetrain_with_pending_usr1(dir, mid + "run.dir=mid");
   EXPECT_EQ(stopped.exit_code, 75) << stopped.err;
@@ -319,7 +316,7 @@ TEST(SweepCli, AStopRequestIsHonouredMidEpochAtAnEpochsEndAndNotAtTheLastStep) {
 // A job of a local multirun stopped by a signal exits 75 with its checkpoint; `--resume` continues
 // it from there (no fresh attempt), and it ends as if never stopped.
 TEST(SweepCli, ResumeContinuesAJobThatAStopSignalEndedFromItsCheckpoint) {
-  const fs::path dir = fresh("resume75");
+  const fs::path dir = fresh_sweep("resume75");
   const std::string sweep = "train -m task=toy_regression trainer.max_epochs=1000 trainer.max_steps=1500 optimizer.lr=0.001,0.002 "
                             "sweep.objective=val/mse run.multirun_dir=sweep -j 2";
   fs::create_directories(dir);

@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 namespace wavetrain::sweep {
 namespace {
 
-fs::path fresh_dir(const std::string& name) {
+fs::path fresh_report_dir(const std::string& name) {
   const fs::path dir = fs::path(::testing::TempDir()) / ("wavetrain_sweep_report_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -82,7 +82,7 @@ TEST(SweepReport, LogAxisRule) {
 }
 
 TEST(SweepReport, BestJobIsTheBestDoneOne) {
-  ReportInput in = hand_made_input(fresh_dir("best"));
+  ReportInput in = hand_made_input(fresh_report_dir("best"));
   EXPECT_EQ(best_job(in), 0u);
   in.jobs[6].objective = 0.001;  // a stopped job's better value does not make it the best
   EXPECT_EQ(best_job(in), 0u);
@@ -93,7 +93,7 @@ TEST(SweepReport, BestJobIsTheBestDoneOne) {
 }
 
 TEST(SweepReport, ImportanceOfAMonotonicParameterIsOne) {
-  const ReportInput in = hand_made_input(fresh_dir("importance"));
+  const ReportInput in = hand_made_input(fresh_report_dir("importance"));
   const std::vector<ParamImportance> imp = parameter_importance(in);
   ASSERT_EQ(imp.size(), 3u);
   EXPECT_EQ(imp[0].param, "optimizer.lr");
@@ -116,7 +116,7 @@ TEST(SweepReport, ImportanceOfAMonotonicParameterIsOne) {
 }
 
 TEST(SweepReport, PageHasALinePerJobWithAnObjectiveAndARowPerJob) {
-  const fs::path dir = fresh_dir("page");
+  const fs::path dir = fresh_report_dir("page");
   const ReportInput in = hand_made_input(dir);
   const fs::path path = write_sweep_report(in, dir / "out");
   EXPECT_EQ(path, dir / "out" / "report.html");
@@ -154,7 +154,7 @@ TEST(SweepReport, PageHasALinePerJobWithAnObjectiveAndARowPerJob) {
 }
 
 TEST(SweepReport, WriteFailureNamesThePath) {
-  const fs::path dir = fresh_dir("unwritable");
+  const fs::path dir = fresh_report_dir("unwritable");
   fs::create_directories(dir / "report.html");  // a directory where the file should go
   try {
     write_sweep_report(hand_made_input(dir), dir);
@@ -167,7 +167,7 @@ TEST(SweepReport, WriteFailureNamesThePath) {
 // A sweep directory as the multirun driver leaves it: summary.json (one job in the older format,
 // with its objective only among its metrics), each job's metrics.csv, logs/N.log.
 fs::path fake_sweep(const std::string& name) {
-  const fs::path dir = fresh_dir(name);
+  const fs::path dir = fresh_report_dir(name);
   nlohmann::json jobs = nlohmann::json::array();
   const double lrs[] = {0.1, 0.01, 0.001, 0.0001};
   for (int i = 0; i < 4; ++i) {
@@ -245,7 +245,7 @@ TEST(SweepReport, ReadsASweepDirectory) {
 }
 
 TEST(SweepReport, ReadsRunDirectories) {
-  const fs::path dir = fresh_dir("runs");
+  const fs::path dir = fresh_report_dir("runs");
   std::vector<fs::path> runs;
   for (int i = 0; i < 3; ++i) {
     const fs::path run = dir / "outputs" / ("run" + std::to_string(i));
@@ -285,7 +285,7 @@ TEST(SweepReport, ReadsRunDirectories) {
 // selectors and clicks the objective's header twice, recording the first row after each click.
 TEST(SweepReport, RendersAndSortsInChromium) {
   if (wavetrain::testing::run_shell("command -v chromium").exit_code != 0) GTEST_SKIP() << "chromium is not installed";
-  const fs::path dir = fresh_dir("chromium");
+  const fs::path dir = fresh_report_dir("chromium");
   const std::string html = read(write_sweep_report(hand_made_input(dir), dir));
   std::ofstream(dir / "probe.html")
       << html.substr(0, html.rfind("</body>"))

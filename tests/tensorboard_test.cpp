@@ -27,7 +27,7 @@ struct Point {
   double value = 0;
 };
 
-fs::path fresh(const std::string& name) {
+fs::path fresh_tb(const std::string& name) {
   const fs::path dir = fs::path(::testing::TempDir()) / ("wavetrain_tb_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   return dir;
@@ -76,7 +76,7 @@ Read read_with_tensorboard(const fs::path& path) {
 
 TEST(TensorBoard, ItsOwnReaderGetsEveryScalarStepAndTime) {
   REQUIRE_TENSORBOARD();
-  const fs::path dir = fresh("scalars");
+  const fs::path dir = fresh_tb("scalars");
   fs::path file;
   {
     wavetrain::TensorBoardWriter tb(dir / "tb");
@@ -110,7 +110,7 @@ TEST(TensorBoard, ItsOwnReaderGetsEveryScalarStepAndTime) {
 // flushes, all read back in order with their values.
 TEST(TensorBoard, ALongRunReadsBackWhole) {
   REQUIRE_TENSORBOARD();
-  const fs::path dir = fresh("long");
+  const fs::path dir = fresh_tb("long");
   const int n = 12000;
   {
     wavetrain::TensorBoardWriter tb(dir);
@@ -143,7 +143,7 @@ TEST(TensorBoard, ALongRunReadsBackWhole) {
 // TensorBoard checks each record's CRC: a flipped byte in our file is reported, not read as data.
 TEST(TensorBoard, ItsOwnReaderRejectsAFlippedByte) {
   REQUIRE_TENSORBOARD();
-  const fs::path dir = fresh("crc");
+  const fs::path dir = fresh_tb("crc");
   fs::path file;
   {
     wavetrain::TensorBoardWriter tb(dir);

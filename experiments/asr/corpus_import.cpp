@@ -25,7 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // One utterance to import: all of a recording, or a segment of it.
-struct Utterance {
+struct ImportedUtterance {
   std::string id, speaker, text;
   double start = 0, end = -1;  // seconds; end < 0: to the end
   std::string where;           // the line that made it ("segments:4"), for errors about its audio
@@ -34,7 +34,7 @@ struct Utterance {
 // One audio file and the utterances cut from it.
 struct Recording {
   std::string path, where;
-  std::vector<Utterance> utterances;
+  std::vector<ImportedUtterance> utterances;
 };
 
 struct Problems {
@@ -207,7 +207,7 @@ ImportReport import_asr_data(const ImportOptions& o) {
                 continue;
               }
               const double seconds = static_cast<double>(audio.numel()) / kCorpusSampleRate;
-              for (const Utterance& u : rec.utterances) {
+              for (const ImportedUtterance& u : rec.utterances) {
                 if (u.end > seconds + 0.01) {
                   char text[160];
                   std::snprintf(text, sizeof text, "segment '%s' ends at %.2f s, past the end of its recording (%.2f s)", u.id.c_str(), u.end, seconds);
@@ -237,7 +237,7 @@ ImportReport import_asr_data(const ImportOptions& o) {
         for (size_t k = 0; k < cut[i - first].size(); ++k) {
           const at::Tensor& audio = cut[i - first][k];
           if (!audio.defined()) continue;
-          const Utterance& u = recordings[i].utterances[k];
+          const ImportedUtterance& u = recordings[i].utterances[k];
           writer.add(source.split, asr_store_item(audio, u.text, u.speaker), u.id);
           ++r.utterances;
           r.seconds += static_cast<double>(audio.numel()) / kCorpusSampleRate;
