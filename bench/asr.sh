@@ -17,7 +17,9 @@ vocab=${3:-40}
 build=${BUILD_DIR:-$([ -d build-pip ] && echo build-pip || echo build)}
 bin=$build/bench/wavetrain_bench_asr
 python=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo /usr/bin/python3)}
-[ -x "$bin" ] || { echo "asr.sh: $bin not found; build first (scripts/setup)" >&2; exit 2; }
+# scripts/setup builds only the binary: a bench builds itself where its build directory exists.
+[ ! -f "${bin%/bench/*}/CMakeCache.txt" ] || cmake --build "${bin%/bench/*}" --target "$(basename "$bin")" >/dev/null
+[ -x "$bin" ] || { echo "asr.sh: $bin not found; build it first (scripts/setup --target $(basename "$bin"))" >&2; exit 2; }
 export OMP_WAIT_POLICY=PASSIVE
 # ROUNDS rounds, each running both sides one after the other, so that a slower minute of a shared
 # machine falls on both; each side's figure is the median of its rounds' medians.

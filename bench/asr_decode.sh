@@ -17,7 +17,9 @@ run=$1 store=$2 split=${3:-test-unseen-voices} threads=${4:-2} repeats=${5:-3}
 build=${BUILD_DIR:-$([ -d "$root/build-pip" ] && echo "$root/build-pip" || echo "$root/build")}
 bin=$build/bench/wavetrain_bench_asr_decode
 python=${PYTHON:-$([ -x "$root/.venv/bin/python" ] && echo "$root/.venv/bin/python" || echo /usr/bin/python3)}
-[ -x "$bin" ] || { echo "asr_decode.sh: $bin not found; build first (scripts/setup)" >&2; exit 2; }
+# scripts/setup builds only the binary: a bench builds itself where its build directory exists.
+[ ! -f "${bin%/bench/*}/CMakeCache.txt" ] || cmake --build "${bin%/bench/*}" --target "$(basename "$bin")" >/dev/null
+[ -x "$bin" ] || { echo "asr_decode.sh: $bin not found; build it first (scripts/setup --target $(basename "$bin"))" >&2; exit 2; }
 export OMP_WAIT_POLICY=PASSIVE
 work=$(mktemp -d /tmp/wavetrain-asr-decode.XXXXXX)
 trap 'rm -rf "$work"' EXIT

@@ -7,7 +7,9 @@ set -euo pipefail
 threads=${1:-1}
 repeats=${2:-20}
 bin=build/bench/wavetrain_bench_fbank
-[ -x "$bin" ] || { echo "fbank.sh: $bin not found; build first (scripts/setup)" >&2; exit 2; }
+# scripts/setup builds only the binary: a bench builds itself where its build directory exists.
+[ ! -f "${bin%/bench/*}/CMakeCache.txt" ] || cmake --build "${bin%/bench/*}" --target "$(basename "$bin")" >/dev/null
+[ -x "$bin" ] || { echo "fbank.sh: $bin not found; build it first (scripts/setup --target $(basename "$bin"))" >&2; exit 2; }
 export OMP_WAIT_POLICY=PASSIVE
 cpp=$("$bin" "$threads" "$repeats")
 py=$(/usr/bin/python3 "$(dirname "$0")/fbank_baseline.py" "$threads" "$repeats")

@@ -8,7 +8,9 @@
 set -euo pipefail
 seconds=${1:-10}
 bin=build/bench/wavetrain_bench_nam
-[ -x "$bin" ] || { echo "nam_realtime.sh: $bin not found; build first (scripts/setup)" >&2; exit 2; }
+# scripts/setup builds only the binary: a bench builds itself where its build directory exists.
+[ ! -f "${bin%/bench/*}/CMakeCache.txt" ] || cmake --build "${bin%/bench/*}" --target "$(basename "$bin")" >/dev/null
+[ -x "$bin" ] || { echo "nam_realtime.sh: $bin not found; build it first (scripts/setup --target $(basename "$bin"))" >&2; exit 2; }
 models=tests/data/reference/nam/models
 export OMP_NUM_THREADS=1
 echo "model                real-time factor (64-sample buffers, 1 thread, 48 kHz)"

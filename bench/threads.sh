@@ -7,7 +7,9 @@
 set -euo pipefail
 bin=${1:-build/bench/wavetrain_bench_conv_threads}
 iterations=${2:-20}
-[ -x "$bin" ] || { echo "threads.sh: benchmark binary '$bin' not found; build first (scripts/setup)" >&2; exit 2; }
+# scripts/setup builds only the binary: a bench builds itself where its build directory exists.
+[ ! -f "${bin%/bench/*}/CMakeCache.txt" ] || cmake --build "${bin%/bench/*}" --target "$(basename "$bin")" >/dev/null
+[ -x "$bin" ] || { echo "threads.sh: benchmark binary '$bin' not found; build it first (scripts/setup --target $(basename "$bin"))" >&2; exit 2; }
 
 busy_pids=()
 start_load() {  # $1 busy processes, each spinning on a core as another job would
