@@ -363,6 +363,45 @@ TEST(Interpolation, CyclesPrintTheChain) {
   }
 }
 
+// Interpolation can double a value per line (`b: [${a}, ${a}]`): resolving counts every value and
+// every byte it makes, against kMaxNodes and kMaxBytes. Empty strings make no text but still cost
+// time, so references followed count as values.
+TEST(Interpolation, ExpansionIsBoundedInValuesAndBytes) {
+  const auto doubling = [](const std::string& first, const std::string& form, int levels) {
+    std::string text = "a0: " + first + "\n";
+    for (int i = 1; i <= levels; ++i) {
+      const std::string prev = "${a" + std::to_string(i - 1) + "}";
+      std::string line = form;
+      for (size_t at; (at = line.find("@")) != std::string::npos;) line.replace(at, 1, prev);
+      text += "a" + std::to_string(i) + ": " + line + "\n";
+    }
+    return yaml(text);
+  };
+  const auto error = [](const Node& root, const std::string& key) -> std::string {
+    try {
+      resolve_path(root, key, fixed_context());
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  // Lists: 2^40 values.
+  const Node lists = doubling("x", "['@', '@']", 40);
+  EXPECT_EQ(error(lists, "a40").rfind("Interpolation expands the config to more than 1000000 values (the limit), resolving 'a", 0), 0u)
+      << error(lists, "a40");
+  EXPECT_EQ(resolve_path(lists, "a10", fixed_context()).items().size(), 2u);  // 2^10 leaves resolve
+  EXPECT_THROW(resolve_all(lists, fixed_context()), ConfigError);
+  // Strings: 2^40 bytes.
+  const Node strings = doubling("xxxxxxxx", "'@@'", 40);
+  EXPECT_EQ(error(strings, "a40").rfind("Interpolation expands the config to more than 64 MiB of text (the limit), resolving 'a", 0), 0u)
+      << error(strings, "a40");
+  EXPECT_EQ(resolve_path(strings, "a10", fixed_context()).string_value().size(), 8u << 10);
+  // Empty strings: no text, 2^60 references.
+  const Node empty = doubling("''", "'@@'", 60);
+  EXPECT_EQ(error(empty, "a60").rfind("Interpolation expands the config to more than 1000000 values (the limit), resolving 'a", 0), 0u)
+      << error(empty, "a60");
+}
+
 // Resolution recurses once per reference followed: the depth is bounded (kMaxResolveDepth).
 TEST(Interpolation, ChainsDeeperThanTheLimitAreAnErrorNamingTheChain) {
   std::string text;

@@ -222,6 +222,38 @@ TEST(ConfigYamlRead, NestingDeeperThanTheLimitIsAnError) {
             "Value for 'k255.0.0.0....(256 parts)' at x.yaml:1 nests deeper than 256 dicts and lists (the limit)");
 }
 
+// "Billion laughs": each line holds ten aliases of the line above, so 1.5 KB of text stands for 10^8
+// values. Reading counts every copy an alias makes and stops at kMaxNodes (or kMaxBytes of text).
+TEST(ConfigYamlRead, AliasBombsAreBoundedInValuesAndBytes) {
+  std::string bomb = "l0: &l0 [lol]\n";
+  for (int i = 1; i <= 8; ++i) {
+    const std::string prev = "*l" + std::to_string(i - 1);
+    bomb += "l" + std::to_string(i) + ": &l" + std::to_string(i) + " [";
+    for (int k = 0; k < 10; ++k) bomb += (k ? ", " : "") + prev;
+    bomb += "]\n";
+  }
+  EXPECT_LT(bomb.size(), 1500u);
+  const std::string error = load_error(bomb);
+  EXPECT_EQ(error.rfind("x.yaml: the config expands to more than 1000000 values (the limit; aliases count once per use), "
+                        "reached at x.yaml:",
+                        0),
+            0u)
+      << error;
+  // Six levels (about 1.1 million values) are over the limit too; five (111,111) read.
+  std::string five = bomb.substr(0, bomb.find("l6:"));
+  EXPECT_EQ(load(five).find_path("l5")->items().size(), 10u);
+  EXPECT_NE(load_error(bomb.substr(0, bomb.find("l7:"))).find("more than 1000000 values"), std::string::npos);
+  // Few values but long text: a 1 MiB string used 70 times; 60 uses (61 MiB in all) read.
+  const auto uses = [](int n) {
+    std::string text = "s: &s '" + std::string(1 << 20, 'x') + "'\nl: [";
+    for (int k = 0; k < n; ++k) text += (k ? ", " : "") + std::string("*s");
+    return text + "]\n";
+  };
+  EXPECT_EQ(load_error(uses(70)), "x.yaml: the config expands to more than 64 MiB of text (the limit; aliases count "
+                                  "once per use), reached at x.yaml:1 for 'l.62'");  // s and 63 copies
+  EXPECT_EQ(load(uses(60)).find_path("l")->items().size(), 60u);
+}
+
 TEST(ConfigYamlRead, MergeKeyAddsTheKeysThatTheMappingDoesNotDefine) {
   const Node n = load(
       "base: &base {lr: 0.1, depth: 2}\n"

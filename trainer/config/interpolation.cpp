@@ -40,6 +40,7 @@ class Resolver {
   // `node` lives at `path`; containers are resolved element by element.
   Node resolve_node(const Node& node, const std::string& path, bool keep_missing = false) {
     const Deeper deeper(*this, node, path);
+    count(1, node.kind() == Node::Kind::String ? node.string_value().size() : 0, node, path);
     switch (node.kind()) {
       case Node::Kind::Missing:
         if (keep_missing) return node;
@@ -137,6 +138,22 @@ class Resolver {
                       text + " (at " + node.origin().str() + ")");
   }
 
+  // Every value resolved (each reference followed, each dict or list entry) and the text made, so
+  // that `b: [${a}, ${a}]`, `c: [${b}, ${b}]`, ... cannot double its way to gigabytes (or, with
+  // empty strings, to hours): see kMaxNodes and kMaxBytes.
+  void count(size_t nodes, size_t bytes, const Node& node, const std::string& path) {
+    nodes_ += nodes;
+    bytes_ += bytes;
+    if (nodes_ > kMaxNodes || bytes_ > kMaxBytes) too_big(node, path);
+  }
+  [[noreturn, gnu::noinline]] void too_big(const Node& node, const std::string& path) const {
+    const bool by_nodes = nodes_ > kMaxNodes;
+    throw ConfigError("Interpolation expands the config to more than " +
+                      (by_nodes ? std::to_string(kMaxNodes) + " values" : std::to_string(kMaxBytes >> 20) + " MiB of text") +
+                      " (the limit), resolving '" + abbreviate_path(path.empty() ? "(the root)" : path) + "' at " +
+                      node.origin().str());
+  }
+
   // Keeps `stack_` right when an error unwinds through a lookup that is caught further up.
   struct Visit {
     Visit(std::vector<std::string>& stack, const std::string& path) : stack_(stack) { stack_.push_back(path); }
@@ -204,6 +221,7 @@ class Resolver {
       whole_value.set_origin(node.origin());
       return whole_value;
     }
+    count(0, text.size(), node, path);
     return Node::string(text, node.origin());
   }
 
@@ -272,6 +290,7 @@ class Resolver {
   const ResolveContext& ctx_;
   std::vector<std::string> stack_;
   size_t depth_ = 0;  // see Deeper
+  size_t nodes_ = 0, bytes_ = 0;  // see count()
 };
 
 }  // namespace

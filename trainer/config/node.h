@@ -25,6 +25,13 @@ namespace wavetrain::config {
 // at its package and setting a key all check it.
 inline constexpr size_t kMaxDepth = 256;
 
+// How big one config may grow when aliases (`*a`) or interpolations are expanded: nodes (every
+// scalar, dict and list, counted once per copy) and bytes (the text of scalars and keys). Real
+// configs hold a few hundred nodes and a few KB. Without a bound, a 1.5 KB file of nested aliases
+// ("billion laughs") expands to gigabytes; reading YAML and resolving interpolations check both.
+inline constexpr size_t kMaxNodes = 1000000;
+inline constexpr size_t kMaxBytes = size_t{64} << 20;
+
 // Where a value came from: "configs/model/wavenet.yaml:3", or the command line.
 struct Origin {
   std::string file;  // file path; empty for values made in code

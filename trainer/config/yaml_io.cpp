@@ -90,6 +90,7 @@ class Reader {
   // `fallback_line` (1-based) is used for an empty value, whose yaml-cpp mark points at the next
   // token rather than at the key or dash that introduced it.
   Node convert(const YAML::Node& y, const std::string& path, int fallback_line) {
+    count(1, 0, y, path);
     if (y.IsNull()) return Node::null(Origin::in_file(source_, fallback_line));
     if (y.IsScalar()) return convert_scalar(y, path);
     // An alias shares its anchor's yaml-cpp node, and `&a [*a]` even makes a cycle.
@@ -147,6 +148,7 @@ class Reader {
       }
       const std::string& key = key_node.Scalar();
       const int line = key_node.Mark().line + 1;
+      count(0, key.size(), key_node, path);
       const auto [first, inserted] = first_line.emplace(key, line);
       if (!inserted) {
         throw ConfigError("Duplicate key '" + child(path, key) + "' in " + where(key_node) + " (first at " +
@@ -189,6 +191,7 @@ class Reader {
 
   Node convert_scalar(const YAML::Node& y, const std::string& path) {
     const std::string& text = y.Scalar();
+    count(0, text.size(), y, path);
     const std::string& tag = y.Tag();
     const Origin origin = at(y);
     Node::Kind kind;
@@ -253,8 +256,23 @@ class Reader {
     return v;
   }
 
+  // Every copy an alias makes is converted anew, so these count the tree as expanded, not the file.
+  void count(size_t nodes, size_t bytes, const YAML::Node& y, const std::string& path) {
+    nodes_ += nodes;
+    bytes_ += bytes;
+    if (nodes_ <= kMaxNodes && bytes_ <= kMaxBytes) return;
+    too_big(y, path);
+  }
+  [[noreturn, gnu::noinline]] void too_big(const YAML::Node& y, const std::string& path) const {
+    const bool by_nodes = nodes_ > kMaxNodes;
+    throw ConfigError(source_ + ": the config expands to more than " +
+                      (by_nodes ? std::to_string(kMaxNodes) + " values" : std::to_string(kMaxBytes >> 20) + " MiB of text") +
+                      " (the limit; aliases count once per use), reached at " + where(y) + for_key(abbreviate_path(path)));
+  }
+
   std::string source_;
   std::vector<YAML::Node> open_;  // mappings and sequences being converted, to catch cycles
+  size_t nodes_ = 0, bytes_ = 0;  // the tree made so far (see kMaxNodes, kMaxBytes)
 };
 
 // ---------------------------------------------------------------------------------------------
