@@ -64,6 +64,17 @@ CombinedLoss::CombinedLoss(const std::vector<std::pair<std::string, double>>& te
     throw std::invalid_argument("loss: every weight is 0; give at least one of mse, esr, dc, mrstft");
 }
 
+int64_t CombinedLoss::min_length() const {
+  if (mrstft_ == 0) return 1;
+  return mrstft_loss_.largest_fft_size() / 2 + 1 + (pre_emphasis_ != 0 ? 1 : 0);
+}
+
+std::string CombinedLoss::min_length_reason() const {
+  if (mrstft_ == 0) return "";
+  return "mrstft's largest FFT (" + std::to_string(mrstft_loss_.largest_fft_size()) + ")" +
+         (pre_emphasis_ != 0 ? " after pre_emphasis (one sample fewer)" : "");
+}
+
 at::Tensor CombinedLoss::operator()(const at::Tensor& pred, const at::Tensor& target,
                                     std::vector<std::pair<std::string, double>>* parts) const {
   at::Tensor total;

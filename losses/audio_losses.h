@@ -40,6 +40,12 @@ class CombinedLoss {
   at::Tensor operator()(const at::Tensor& pred, const at::Tensor& target,
                         std::vector<std::pair<std::string, double>>* parts = nullptr) const;
 
+  // The shortest signal every term accepts (1, or with mrstft more than half its largest FFT, one
+  // more with pre-emphasis, which drops a sample), and why, for an error that names the setting:
+  // "mrstft's largest FFT (2048) after pre_emphasis".
+  int64_t min_length() const;
+  std::string min_length_reason() const;
+
  private:
   double mse_ = 0, esr_ = 0, dc_ = 0, mrstft_ = 0;
   double pre_emphasis_ = 0;  // 0: none

@@ -428,6 +428,12 @@ MultiResolutionStftLoss::MultiResolutionStftLoss(std::vector<StftLossOptions> re
   if (resolutions_.empty()) throw std::invalid_argument("MultiResolutionStftLoss: no resolution given");
 }
 
+int64_t MultiResolutionStftLoss::largest_fft_size() const {
+  int64_t most = 0;
+  for (const StftLossOptions& o : resolutions_) most = std::max<int64_t>(most, o.fft_size);
+  return most;
+}
+
 std::vector<StftLossTerms> MultiResolutionStftLoss::terms(const at::Tensor& pred, const at::Tensor& target) const {
   std::vector<StftLossTerms> out;
   for (const StftLossOptions& r : resolutions_) out.push_back(stft_loss(pred, target, r));

@@ -69,6 +69,8 @@ class MultiResolutionStftLoss {
   at::Tensor operator()(const at::Tensor& pred, const at::Tensor& target) const;
   // The terms of each resolution, for logging and tests.
   std::vector<StftLossTerms> terms(const at::Tensor& pred, const at::Tensor& target) const;
+  // The largest fft_size: signals must be longer than half of it (reflect padding).
+  int64_t largest_fft_size() const;
 
  private:
   std::vector<StftLossOptions> resolutions_;

@@ -122,6 +122,26 @@ TEST(CliAmp, TrainExportImportInfer) {
   EXPECT_EQ(m["sample_rate"], 48000.0);
   EXPECT_EQ(m["version"], "0.5.4");
 
+  // The checkpoint carries the model's sample rate (it came from the capture): exporting and
+  // playing it need neither the capture nor the directory the run was trained in. Evaluating a
+  // split does need the capture: the error says where it looked and how to give it.
+  fs::create_directories(dir / "elsewhere");
+  const Result exported_elsewhere = wavetrain_in(dir / "elsewhere", "export nam ../run/checkpoints/last.ckpt -o model.nam");
+  ASSERT_EQ(exported_elsewhere.exit_code, 0) << exported_elsewhere.err;
+  std::ifstream nam_elsewhere(dir / "elsewhere/model.nam");
+  EXPECT_EQ(nlohmann::json::parse(nam_elsewhere)["sample_rate"], 48000.0);
+  const Result infer_elsewhere = wavetrain_in(dir / "elsewhere", "infer ../run/checkpoints/last.ckpt ../dry.wav -o out.wav");
+  EXPECT_EQ(infer_elsewhere.exit_code, 0) << infer_elsewhere.err;
+  const Result eval_elsewhere = wavetrain_in(dir / "elsewhere", "eval ../run");
+  EXPECT_EQ(eval_elsewhere.exit_code, 1);
+  EXPECT_NE(eval_elsewhere.err.find("amp.data: the capture store 'capture.h5' does not exist (looked for " +
+                                    (dir / "elsewhere/capture.h5").string() + "); give its path with amp.data=PATH"),
+            std::string::npos)
+      << eval_elsewhere.err;
+  const Result eval_given = wavetrain_in(dir / "elsewhere", "eval ../run amp.data=../capture.h5");
+  EXPECT_EQ(eval_given.exit_code, 0) << eval_given.err;
+  EXPECT_NE(eval_given.out.find("val/esr"), std::string::npos) << eval_given.out;
+
   const Result imported = wavetrain_in(dir, "import nam model.nam -o imported.ckpt");
   ASSERT_EQ(imported.exit_code, 0) << imported.err;
   EXPECT_NE(imported.out.find("preset nano"), std::string::npos) << imported.out;
@@ -530,6 +550,65 @@ TEST(CliAmpStore, AmpTaskRefusesARateNoNamFileMayHave) {
     } catch (const std::exception& e) {
       EXPECT_EQ(std::string(e.what()), message);
     }
+  }
+}
+
+// A segment shorter than the loss's largest STFT needs is refused when the task is built, naming
+// amp.segment and the FFT size (the first step's STFT error named neither).
+TEST(CliAmpStore, AmpTaskRefusesASegmentTooShortForTheLoss) {
+  const fs::path dir = fresh_amp("store_segment");
+  const std::string p = (dir / "c.h5").string();
+  const at::Tensor a = at::arange(5000, at::kFloat) / 5000;
+  {
+    wavetrain::data::DatasetWriter w(p);
+    w.add("train", {{"input", a}, {"target", a}});
+    w.add("valid", {{"input", a}, {"target", a}});
+    w.finish();
+  }
+  const auto task_error = [&p](const std::string& amp_keys) -> std::string {
+    const wavetrain::config::Config cfg(wavetrain::config::load_yaml_string(
+        "amp:\n  data: " + p + "\n  burn_in: 500\n" + amp_keys + "model:\n  architecture: lstm\n  preset: 1x12\n", "t.yaml"));
+    try {
+      wavetrain::experiments::amp::make_amp_task(cfg);
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::string mrstft = "  loss: {mse: 1.0, mrstft: 0.0002, pre_emphasis: 0.85}\n";
+  EXPECT_EQ(task_error("  segment: 1024\n" + mrstft),
+            "amp.segment=1024 (t.yaml:4) is too short for the loss: amp.loss.mrstft's largest FFT (2048) after pre_emphasis "
+            "(one sample fewer) needs segments of at least 1026 samples");
+  EXPECT_EQ(task_error("  segment: 1026\n" + mrstft), "");
+  EXPECT_EQ(task_error("  segment: 1024\n  loss: {mse: 1.0, mrstft: 0.0002}\n"),
+            "amp.segment=1024 (t.yaml:4) is too short for the loss: amp.loss.mrstft's largest FFT (2048) needs segments of at "
+            "least 1025 samples");
+  EXPECT_EQ(task_error("  segment: 1025\n  loss: {mse: 1.0, mrstft: 0.0002}\n"), "");
+  EXPECT_EQ(task_error("  segment: 16\n  loss: {mse: 1.0}\n"), "");  // no STFT, no bound
+}
+
+// The rate a model got from its capture store is recorded in its checkpoints' config (where a
+// model loaded without the store finds it); one the config gave stays as given.
+TEST(CliAmpStore, AmpTaskRecordsTheCapturesSampleRate) {
+  const fs::path dir = fresh_amp("store_rate_recorded");
+  const std::string p = (dir / "c.h5").string();
+  const at::Tensor a = at::arange(5000, at::kFloat) / 5000;
+  {
+    wavetrain::data::DatasetWriter w(p);
+    w.add("train", {{"input", a}, {"target", a}});
+    w.add("valid", {{"input", a}, {"target", a}});
+    w.set_attribute("sample_rate", int64_t{44100});
+    w.finish();
+  }
+  for (const auto& [extra, expected] : std::vector<std::pair<std::string, double>>{{"", 44100.0}, {"  sample_rate: 22050\n", 22050.0}}) {
+    const wavetrain::config::Node tree = wavetrain::config::load_yaml_string(
+        "amp:\n  data: " + p + "\n  segment: 1000\n  burn_in: 500\n" + extra + "model:\n  architecture: lstm\n  preset: 1x12\n", "test");
+    const auto task = wavetrain::experiments::amp::make_amp_task(wavetrain::config::Config(tree));
+    wavetrain::config::Node recorded = tree;
+    task->add_to_recorded_config(recorded);
+    ASSERT_NE(recorded.find_path("amp.sample_rate"), nullptr) << extra;
+    const wavetrain::config::Node& rate = *recorded.find_path("amp.sample_rate");
+    EXPECT_EQ(rate.kind() == wavetrain::config::Node::Kind::Int ? static_cast<double>(rate.int_value()) : rate.float_value(), expected);
   }
 }
 

@@ -84,6 +84,11 @@ class Task {
   // then be safe to call concurrently, and random operators in the model must draw their seeds from
   // next_random_seed() (trainer/parallel_parts.h), not from ATen's default generator.
   virtual bool parallel_batch_parts() const { return false; }
+  // Values the task worked out from its data that a model loaded from a checkpoint needs without
+  // that data (the amp task's sample rate, read from the capture store): set in `recorded`, the
+  // config each checkpoint of the run records. Export, inference and evaluation then need only the
+  // checkpoint. Nothing by default.
+  virtual void add_to_recorded_config(config::Node& recorded) const { (void)recorded; }
 };
 
 using TaskFactory = std::function<std::unique_ptr<Task>(const config::Config&)>;

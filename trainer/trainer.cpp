@@ -418,6 +418,10 @@ FitResult Trainer::fit() {
     return p;
   };
 
+  // The config every checkpoint records, with what the task derived from its data.
+  config::Node recorded_tree = cfg_.tree();
+  task->add_to_recorded_config(recorded_tree);
+  const std::string recorded_config = config::to_yaml(recorded_tree);
   // Everything needed to continue exactly: `batch_in_epoch` batches of `epoch` are done.
   auto capture = [&](int64_t epoch, int64_t batch_in_epoch, const Metrics& metrics) {
     TrainingState state;
@@ -431,7 +435,7 @@ FitResult Trainer::fit() {
     state.batch_in_epoch = batch_in_epoch;
     state.global_step = step;
     state.rng = capture_rng();
-    state.config_yaml = config::to_yaml(cfg_.tree());
+    state.config_yaml = recorded_config;
     state.metrics = metrics;
     if (!std::isnan(best_value)) state.metrics.emplace_back("best/" + monitor, best_value);
     state.train_seconds = run_seconds();

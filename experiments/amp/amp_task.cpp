@@ -14,6 +14,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <utility>
 #include <vector>
 
@@ -42,7 +43,7 @@ class AmpTask : public Task {
  public:
   explicit AmpTask(const config::Config& cfg) : loss_(loss_from_config(cfg)) {
     const std::string path = cfg.get_string("amp.data");
-    const data::DatasetReader store(path);
+    const data::DatasetReader store = open_capture_store(cfg);
     CaptureData capture = read_capture(store);
     train_x_ = std::move(capture.train_input);
     train_y_ = std::move(capture.train_target);
@@ -52,6 +53,11 @@ class AmpTask : public Task {
     segment_ = cfg.get_int("amp.segment", 8192);
     context_ = model_.is_wavenet() ? model_.receptive_field() - 1 : cfg.get_int("amp.burn_in", 4096);
     if (segment_ < 1) throw config::ConfigError("amp.segment must be >= 1, got " + std::to_string(segment_));
+    // Caught here, before a run directory or a step: the STFT's own error names neither key.
+    if (segment_ < loss_.min_length())
+      throw config::ConfigError("amp.segment=" + std::to_string(segment_) + " (" + cfg.value("amp.segment").origin().str() +
+                                ") is too short for the loss: amp.loss." + loss_.min_length_reason() + " needs segments of at least " +
+                                std::to_string(loss_.min_length()) + " samples");
     int64_t longest = 0;
     for (size_t k = 0; k < train_x_.size(); ++k) {
       const int64_t n = train_x_[k].numel();
@@ -110,6 +116,13 @@ class AmpTask : public Task {
     return {"s audio", static_cast<double>(segment_) / model_.sample_rate};
   }
 
+  // The model's rate came from the capture store unless amp.sample_rate gave it: recorded, so that
+  // export nam, infer and eval of the checkpoint do not look for the capture (relative to wherever
+  // they run) to learn it.
+  void add_to_recorded_config(config::Node& recorded) const override {
+    if (!recorded.find_path("amp.sample_rate")) recorded.set_path("amp.sample_rate", config::Node::floating(model_.sample_rate));
+  }
+
  private:
   losses::CombinedLoss loss_;
   AmpModel model_;
@@ -124,6 +137,19 @@ class AmpTask : public Task {
 std::unique_ptr<Task> make_amp_task(const config::Config& cfg) { return std::make_unique<AmpTask>(cfg); }
 
 double capture_sample_rate(const data::DatasetReader& store) { return capture_store_sample_rate(store); }
+
+data::DatasetReader open_capture_store(const config::Config& cfg, size_t cache_items) {
+  const std::string path = cfg.get_string("amp.data");
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    // A relative amp.data is relative to where the training ran; eval may run anywhere else.
+    const std::filesystem::path looked = std::filesystem::absolute(path, ec);
+    throw config::ConfigError("amp.data: the capture store '" + path + "' does not exist" +
+                              (looked.string() != path ? " (looked for " + looked.string() + ")" : std::string()) +
+                              "; give its path with amp.data=PATH");
+  }
+  return data::DatasetReader(path, cache_items);
+}
 
 AmpModel amp_model_from_config(const config::Config& cfg, const data::DatasetReader* store) {
   AmpModel m;
@@ -154,7 +180,7 @@ AmpModel amp_model_from_config(const config::Config& cfg, const data::DatasetRea
     m.sample_rate = capture_sample_rate(*store);
     rate_from = "the capture store's sample_rate";
   } else if (cfg.has("amp.data")) {
-    m.sample_rate = capture_sample_rate(data::DatasetReader(cfg.get_string("amp.data"), 0));
+    m.sample_rate = capture_sample_rate(open_capture_store(cfg, 0));
     rate_from = cfg.get_string("amp.data") + ": sample_rate";
   }
   // A model at a rate no .nam file may have could be trained but never exported or played.

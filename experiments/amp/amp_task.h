@@ -13,6 +13,10 @@ std::unique_ptr<Task> make_amp_task(const config::Config& cfg);
 // A capture store's sample rate (its sample_rate attribute; 48000 when it has none).
 double capture_sample_rate(const data::DatasetReader& store);
 
+// The capture store amp.data, opened; a ConfigError naming amp.data and the absolute path looked
+// for when there is no such file.
+data::DatasetReader open_capture_store(const config::Config& cfg, size_t cache_items = 4096);
+
 // The (untrained) model of model.architecture and model.preset (or model.nam_config), e.g. to load
 // a checkpoint into. Its sample rate is amp.sample_rate, else that of the capture store amp.data
 // (`store` when the caller has it open, else opened here), else 48000.

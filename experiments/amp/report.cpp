@@ -73,7 +73,7 @@ std::pair<std::string, std::string> write_amp_report(const std::string& run_dir,
                                                      const config::Config& cfg) {
   // The model and the validation audio.
   const TrainingState state = Checkpoint::load(checkpoint);
-  const data::DatasetReader store(cfg.get_string("amp.data"));
+  const data::DatasetReader store = open_capture_store(cfg);
   AmpModel model = amp_model_from_config(cfg, &store);
   load_state_dict(model.module(), state.model, /*strict=*/true, checkpoint);
   const CaptureData capture = read_capture(store);  // float32, whatever type the store holds
