@@ -286,7 +286,7 @@ int run_train(const TrainOptions& opt) {
         throw config::ConfigError("sweep.space is searched by sweep.strategy=random or asha, not grid (the grid is "
                                   "sweep.params and the command line's sweeps)");
     } else {
-      trials = sweep::draw_trials(plan.jobs, space, cfg.get_int("sweep.trials", 0),
+      trials = sweep::draw_trials(plan.jobs, space, cfg.get_int_at_most("sweep.trials", 0, 1000000),
                                   static_cast<uint64_t>(cfg.get_int("sweep.seed", 0)));
     }
     if (opt.info == "jobs") {
@@ -335,8 +335,9 @@ int run_train(const TrainOptions& opt) {
     const char* v = std::getenv(name.c_str());
     return v ? std::optional<std::string>(v) : std::nullopt;
   });
-  const int64_t devices = cfg.get_int("trainer.devices", 1);
-  const auto timeout = std::chrono::seconds(cfg.get_int("trainer.dist_timeout", 300));
+  // Local ranks are processes (cast to int); the timeout becomes milliseconds: both bounded.
+  const int64_t devices = cfg.get_int_at_most("trainer.devices", 1, 4096);
+  const auto timeout = std::chrono::seconds(cfg.get_int_at_most("trainer.dist_timeout", 300, 365 * 86400));
   if (devices < 1) throw config::ConfigError("trainer.devices must be >= 1");
   // Resuming a run that is already over does nothing and writes nothing (no resume-N record, no
   // log line, no re-validation): its result.json and the rest stay as the run left them.

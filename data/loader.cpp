@@ -95,7 +95,9 @@ std::vector<std::vector<int64_t>> Loader::plan(const Dataset& dataset, const Loa
   };
   if (o.bucket_windows > 0) {
     // Windows of similar-length neighbours: sort each window by length, then cut it into batches.
-    const int64_t window = o.bucket_windows * o.batch_size;
+    // bucket_windows x batch_size may not fit in 64 bits; a window as long as the shard is the same.
+    const int64_t shard_size = static_cast<int64_t>(shard.size());
+    const int64_t window = o.bucket_windows > shard_size / o.batch_size ? std::max<int64_t>(1, shard_size) : o.bucket_windows * o.batch_size;
     for (size_t w = 0; w < shard.size(); w += static_cast<size_t>(window)) {
       std::vector<int64_t> part(shard.begin() + static_cast<std::ptrdiff_t>(w),
                                 shard.begin() + static_cast<std::ptrdiff_t>(std::min(shard.size(), w + static_cast<size_t>(window))));

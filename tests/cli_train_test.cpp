@@ -2,6 +2,7 @@
 // and a multirun whose jobs are real `wavetrain train` processes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -63,6 +64,38 @@ TEST(CliTrain, ErrorsArePrintedWholeWithANonZeroExit) {
   const Result missing = wavetrain_in(fresh_cli("err"), "train");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("Missing mandatory value: task (set to ??? in "), std::string::npos) << missing.err;
+}
+
+// Integers that size a loop, a process count or an allocation: huge values are refused with the
+// key (and for toy_regression's sizes, the memory they need) in one line, exit 1, no backtrace and
+// no run directory left half-made by an allocation failure.
+TEST(CliTrain, HugeIntegersAreRefusedNamingTheKey) {
+  const fs::path dir = fresh_cli("huge_ints");
+  const std::string big = "9223372036854775807";
+  const std::pair<std::string, std::string> refused[] = {
+      {"trainer.devices=" + big, "trainer.devices=" + big + " (the command line) is too large: at most 4096"},
+      {"trainer.dist_timeout=" + big, "trainer.dist_timeout=" + big + " (the command line) is too large: at most 31536000"},
+      {"trainer.cpu_batch_parts=" + big, "trainer.cpu_batch_parts=" + big + " (the command line) is too large: at most 1024"},
+      {"+toy_regression.train_size=" + big, "toy_regression.train_size=" + big + " needs about 320 EiB of memory (40 bytes per item); "},
+      {"+toy_regression.val_size=2147483648", "toy_regression.val_size=2147483648 needs about 48.0 GiB of memory (24 bytes per item); "},
+      {"+toy_regression.hidden=4294967296", "toy_regression.hidden=4294967296 needs about "},
+  };
+  int n = 0;
+  for (const auto& [override_text, message] : refused) {
+    // `ulimit -v` bounds what is available, so that the sizes are refused on a machine of any size.
+    const Result r = wavetrain::testing::run_shell("cd '" + dir.string() + "' 2>/dev/null || mkdir -p '" + dir.string() + "' && cd '" +
+                                                   dir.string() + "' && ulimit -v 16000000 && '" WAVETRAIN_BINARY "' train task=toy_regression "
+                                                   "trainer.max_epochs=1 run.dir=r" + std::to_string(n++) + " " + override_text);
+    EXPECT_EQ(r.exit_code, 1) << override_text << "\n" << r.err;
+    EXPECT_NE(r.err.find("wavetrain: error: " + message), std::string::npos) << override_text << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), r.err.find("run directory") == std::string::npos ? 1 : 2) << r.err;
+  }
+  // train_size=10^9 took so long that it looked hung: 37 GiB is more than 16 GB.
+  const Result billion = wavetrain::testing::run_shell("cd '" + dir.string() + "' && ulimit -v 16000000 && '" WAVETRAIN_BINARY
+                                                       "' train task=toy_regression run.dir=b +toy_regression.train_size=1000000000");
+  EXPECT_EQ(billion.exit_code, 1);
+  EXPECT_NE(billion.err.find("toy_regression.train_size=1000000000 needs about 37.3 GiB of memory (40 bytes per item); "), std::string::npos)
+      << billion.err;
 }
 
 TEST(CliTrain, ARunLeavesItsConfigLogsMetricsCheckpointAndResult) {

@@ -109,6 +109,40 @@ StateDict initial_weights() {
   return sd;
 }
 
+// Ints that size the loop cannot overflow it: accumulating 2^63 - 1 batches is one step per epoch
+// on all of them (as Lightning does with a window longer than the epoch); before, the window
+// arithmetic overflowed to 0 steps and a run that trained nothing reported "done".
+TEST(Trainer, HugeAccumulationIsOneStepPerEpoch) {
+  TrainingState last;
+  const FitResult r = fit("accumulate_max", {"trainer.max_epochs=3", "+trainer.accumulate_grad_batches=9223372036854775807"}, &last);
+  EXPECT_EQ(r.global_step, 3);
+  EXPECT_EQ(last.global_step, 3);
+  EXPECT_TRUE(std::isfinite(metric(r.last, "train/loss"))) << "no step was trained";
+  const FitResult big_batch = fit("batch_max", {"trainer.max_epochs=2", "trainer.batch_size=9223372036854775807"});
+  EXPECT_EQ(big_batch.global_step, 2);  // one batch of all 1024 items per epoch
+}
+
+// Sizes a task allocates from the config are checked against the memory there is, before
+// anything is allocated, with the key in a one-line error.
+TEST(Trainer, CheckFitsInMemoryNamesTheKeyAndTheSizes) {
+  check_fits_in_memory("k=1", 1e9, "1 byte per item", 2e9);
+  try {
+    check_fits_in_memory("toy_regression.train_size=1000000000", 4e10, "40 bytes per item", 16.0 * (1 << 30));
+    ADD_FAILURE();
+  } catch (const config::ConfigError& e) {
+    EXPECT_STREQ(e.what(), "toy_regression.train_size=1000000000 needs about 37.3 GiB of memory (40 bytes per item); 16.0 GiB is available");
+  }
+  try {
+    check_fits_in_memory("toy_regression.train_size=9223372036854775807", 40.0 * 9223372036854775807.0, "40 bytes per item", 1e9);
+    ADD_FAILURE();
+  } catch (const config::ConfigError& e) {
+    EXPECT_STREQ(e.what(), "toy_regression.train_size=9223372036854775807 needs about 320 EiB of memory (40 bytes per item); 0.9 GiB is available");
+  }
+  const double available = available_memory_bytes();
+  EXPECT_GT(available, 1e8);       // this machine has some
+  EXPECT_LT(available, 1e15);      // and not infinitely much
+}
+
 TEST(Trainer, AccumulationEqualsALargerBatch) {
   TrainingState small, large;
   const FitResult a = fit("accumulate", {"trainer.max_epochs=1", "trainer.batch_size=32", "+trainer.accumulate_grad_batches=2",

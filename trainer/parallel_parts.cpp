@@ -107,7 +107,7 @@ int64_t batch_parts(const config::Config& cfg, const at::Device& device, const T
   const std::string key = "trainer.cpu_batch_parts", text = cfg.get_string(key, "1");
   const bool cpu = device.is_cpu(), allowed = task.parallel_batch_parts();
   if (text == "auto") return cpu && allowed ? at::get_num_threads() : 1;
-  const int64_t parts = cfg.get_int(key, 1);
+  const int64_t parts = cfg.get_int_at_most(key, 1, 1024);
   if (parts < 1) throw config::ConfigError(key + " must be auto or >= 1, got " + text);
   if (parts > 1 && !cpu) throw config::ConfigError(key + "=" + text + " is for CPU training; this run's device is " + device.str());
   if (parts > 1 && !allowed)

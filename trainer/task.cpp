@@ -3,6 +3,13 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
 #include <map>
 
 namespace wavetrain {
@@ -24,6 +31,46 @@ std::map<std::string, std::vector<std::string>>& config_keys() {
 }
 
 }  // namespace
+
+double available_memory_bytes() {
+  double available = std::numeric_limits<double>::infinity();
+  const auto least = [&available](double v) {
+    if (v > 0) available = std::min(available, v);
+  };
+  {
+    std::ifstream meminfo("/proc/meminfo");
+    std::string name;
+    double kib = 0;
+    std::string unit;
+    while (meminfo >> name >> kib >> unit)
+      if (name == "MemAvailable:") least(kib * 1024);
+  }
+  {
+    // cgroup v2: the limit ("max" when there is none) less what the group already uses.
+    std::ifstream max_file("/sys/fs/cgroup/memory.max"), current_file("/sys/fs/cgroup/memory.current");
+    std::string max_text;
+    double current = 0;
+    if (max_file >> max_text && max_text != "max" && current_file >> current) least(std::stod(max_text) - current);
+  }
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) least(static_cast<double>(limit.rlim_cur));
+  return available;
+}
+
+namespace {
+std::string gib(double bytes) {
+  char text[64];
+  if (bytes >= 1024.0 * 1024 * 1024 * 1024 * 1024 * 1024) std::snprintf(text, sizeof text, "%.3g EiB", bytes / std::pow(1024.0, 6));
+  else std::snprintf(text, sizeof text, "%.1f GiB", bytes / (1024.0 * 1024 * 1024));
+  return text;
+}
+}  // namespace
+
+void check_fits_in_memory(const std::string& what, double bytes, const std::string& detail, double available) {
+  if (bytes <= available) return;
+  throw config::ConfigError(what + " needs about " + gib(bytes) + " of memory (" + detail + "); " + gib(available) +
+                            " is available");
+}
 
 std::vector<int64_t> shuffled_order(int64_t size, int64_t seed, int64_t epoch) {
   at::Generator g = at::detail::createCPUGenerator(static_cast<uint64_t>(seed) * 1000003u + static_cast<uint64_t>(epoch));

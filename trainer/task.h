@@ -103,6 +103,17 @@ struct TaskRegistration {
 // The config_keys a task was registered with (none for an unknown name).
 std::vector<std::string> task_config_keys(const std::string& name);
 
+// The memory this process may still allocate, in bytes: the least of the system's MemAvailable, the
+// room left under its cgroup's memory.max (a Slurm job's limit) and RLIMIT_AS (`ulimit -v`).
+double available_memory_bytes();
+
+// For tasks that allocate what the config sizes, before they allocate: throws config::ConfigError
+// when `bytes` (a double: sizes from a config can overflow 64 bits) exceed `available`:
+//   toy_regression.train_size=1000000000 needs about 37.3 GiB of memory (40 bytes per item); 21.6 GiB is available
+// `what` is the first part ("toy_regression.train_size=1000000000"), `detail` the parenthesis.
+void check_fits_in_memory(const std::string& what, double bytes, const std::string& detail,
+                          double available = available_memory_bytes());
+
 // Throws config::ConfigError naming the known tasks when `name` is not one of them.
 std::unique_ptr<Task> make_task(const std::string& name, const config::Config& cfg);
 std::vector<std::string> task_names();

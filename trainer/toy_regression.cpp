@@ -25,6 +25,20 @@ class ToyRegression : public Task {
     const double noise = cfg.get_float("toy_regression.noise", 0.0);
     if (train_size < 1 || val_size < 1 || hidden < 1)
       throw config::ConfigError("toy_regression: train_size, val_size and hidden must be >= 1");
+    // Checked before anything is allocated (the sizes were once passed straight to LibTorch, which
+    // failed with a backtrace, or to the OOM killer). A training item costs its x and y (8 bytes),
+    // the temporaries that make them (about 24) and its place in each epoch's order (8); a
+    // validation item about 24; the model about 6 floats per weight (weights, gradients, Adam's
+    // two moments, temporaries), hidden^2 of them in the middle layer.
+    const double available = available_memory_bytes();
+    check_fits_in_memory("toy_regression.train_size=" + std::to_string(train_size), 40.0 * static_cast<double>(train_size),
+                         "40 bytes per item", available);
+    check_fits_in_memory("toy_regression.val_size=" + std::to_string(val_size), 24.0 * static_cast<double>(val_size),
+                         "24 bytes per item", available);
+    const double weights = static_cast<double>(hidden) * static_cast<double>(hidden + 4);
+    check_fits_in_memory("toy_regression.hidden=" + std::to_string(hidden), 24.0 * weights, "24 bytes per weight", available);
+    check_fits_in_memory("toy_regression: train_size, val_size and hidden", 40.0 * static_cast<double>(train_size) +
+                         24.0 * static_cast<double>(val_size) + 24.0 * weights, "together", available);
     // The data does not depend on the run's seed: runs with different seeds see the same problem.
     at::Generator data_rng = at::detail::createCPUGenerator(1234);
     train_x_ = at::rand({train_size, 1}, data_rng) * 4 - 2;

@@ -72,6 +72,11 @@ LrScheduleOptions schedule_options(const config::Config& cfg) {
   return o;
 }
 
+// ceil(a / b) for a >= 0, b >= 1, without the overflow of (a + b - 1) / b when b is near 2^63
+// (trainer.accumulate_grad_batches=9223372036854775807 made that 0 steps, and a run that trained
+// nothing reported "done").
+int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
 // trainer.limit_*_batches: absent or 1.0 = all; an int N = at most N batches; a float f in (0, 1] =
 // that fraction of the batches (at least one).
 int64_t limited(const config::Config& cfg, const std::string& key, int64_t available) {
@@ -342,13 +347,13 @@ FitResult Trainer::fit() {
   const int64_t batches =
       fast_dev_run ? 1
                    : limited(cfg_, "trainer.limit_train_batches",
-                             world > 1 ? n_train / (batch_size * world) : (n_train + batch_size - 1) / batch_size);
+                             world > 1 ? n_train / batch_size / world : ceil_div(n_train, batch_size));
   if (batches < 1)
     throw config::ConfigError("trainer.batch_size=" + std::to_string(batch_size) + " on " + std::to_string(world) +
                               " ranks is larger than the " + std::to_string(n_train) + " training items");
   const int64_t val_batches =
-      fast_dev_run ? 1 : limited(cfg_, "trainer.limit_val_batches", (n_val + batch_size - 1) / batch_size);
-  const int64_t steps_per_epoch = (batches + accumulate - 1) / accumulate;
+      fast_dev_run ? 1 : limited(cfg_, "trainer.limit_val_batches", ceil_div(n_val, batch_size));
+  const int64_t steps_per_epoch = ceil_div(batches, accumulate);
   // epochs x steps must count in 64 bits; beyond that only max_steps can be the limit.
   int64_t epoch_steps = 0;
   const bool epoch_steps_overflow = epochs > 0 && __builtin_mul_overflow(epochs, steps_per_epoch, &epoch_steps);
@@ -683,7 +688,7 @@ FitResult Trainer::fit() {
       }
       last_loss = loss_value;
       if (writer) progress.update(progress_state(epoch, loss_value));
-      const int64_t steps_in_epoch = (consumed + accumulate - 1) / accumulate;
+      const int64_t steps_in_epoch = ceil_div(consumed, accumulate);
       if (val_every > 0 && consumed < batches &&
           (val_every_global ? step % val_every == 0 : steps_in_epoch % val_every == 0))
         validate(epoch, consumed, loss_value);

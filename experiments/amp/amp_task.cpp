@@ -50,8 +50,9 @@ class AmpTask : public Task {
     valid_x_ = capture.valid_input;
     valid_y_ = capture.valid_target;
     model_ = amp_model_from_config(cfg, &store);
-    segment_ = cfg.get_int("amp.segment", 8192);
-    context_ = model_.is_wavenet() ? model_.receptive_field() - 1 : cfg.get_int("amp.burn_in", 4096);
+    // Window starts are summed with these: bounded (2^31 samples is 12 hours at 48 kHz).
+    segment_ = cfg.get_int_at_most("amp.segment", 8192, int64_t{1} << 31);
+    context_ = model_.is_wavenet() ? model_.receptive_field() - 1 : cfg.get_int_at_most("amp.burn_in", 4096, int64_t{1} << 31);
     if (segment_ < 1) throw config::ConfigError("amp.segment must be >= 1, got " + std::to_string(segment_));
     // Caught here, before a run directory or a step: the STFT's own error names neither key.
     if (segment_ < loss_.min_length())

@@ -59,25 +59,26 @@ class AsrTask : public Task, public AsrEvaluation {
     fbank_ = asr_fbank_options(model_->config());
     speed_perturb_ = cfg.get_bool("asr.augment.speed_perturb", true);
     spec_augment_ = cfg.get_bool("asr.augment.spec_augment", true);
-    spec_.freq_masks = static_cast<int>(cfg.get_int("asr.augment.freq_masks", 2));
-    spec_.freq_mask_width = static_cast<int>(cfg.get_int("asr.augment.freq_mask_width", 27));
-    spec_.time_masks = static_cast<int>(cfg.get_int("asr.augment.time_masks", 2));
-    spec_.time_mask_width = static_cast<int>(cfg.get_int("asr.augment.time_mask_width", 40));
+    // Bounded before the casts to int: 2^32 + 2 masks would otherwise read as 2.
+    spec_.freq_masks = static_cast<int>(cfg.get_int_at_most("asr.augment.freq_masks", 2, 1000));
+    spec_.freq_mask_width = static_cast<int>(cfg.get_int_at_most("asr.augment.freq_mask_width", 27, 1000000));
+    spec_.time_masks = static_cast<int>(cfg.get_int_at_most("asr.augment.time_masks", 2, 1000));
+    spec_.time_mask_width = static_cast<int>(cfg.get_int_at_most("asr.augment.time_mask_width", 40, 1000000));
     spec_.time_mask_ratio = cfg.get_float("asr.augment.time_mask_ratio", 0.2);
     simple_scale_ = cfg.get_float("asr.loss.simple_scale", 0.5);
     loss_options_.lm_scale = cfg.get_float("asr.loss.lm_scale", 0.25);
     loss_options_.am_scale = cfg.get_float("asr.loss.am_scale", 0.0);
-    loss_options_.prune_range = cfg.get_int("asr.loss.prune_range", 5);
+    loss_options_.prune_range = cfg.get_int_at_most("asr.loss.prune_range", 5, 100000);
     loss_options_.ctc_scale = cfg.get_float("asr.loss.ctc_scale", 0.0);
     const std::string loss_type = cfg.get_string("asr.loss.type", "pruned");
     if (loss_type != "pruned" && loss_type != "full")
       throw config::ConfigError("asr.loss.type must be pruned or full, got '" + loss_type + "'");
     loss_options_.full = loss_type == "full";
     warm_step_ = cfg.get_int("asr.loss.warm_step", 2000);
-    bucket_windows_ = cfg.get_int("asr.bucket_windows", 50);
+    bucket_windows_ = cfg.get_int_at_most("asr.bucket_windows", 50, 1000000);
     decoding_.method = cfg.get_string("decoding.method", "greedy_search");
-    decoding_.beam = static_cast<int>(cfg.get_int("decoding.beam", 4));
-    decoding_.max_symbols_per_frame = static_cast<int>(cfg.get_int("decoding.max_sym_per_frame", 1));
+    decoding_.beam = static_cast<int>(cfg.get_int_at_most("decoding.beam", 4, 10000));
+    decoding_.max_symbols_per_frame = static_cast<int>(cfg.get_int_at_most("decoding.max_sym_per_frame", 1, 1000));
     decoding_.unk_id = tokenizer_.unk_id();
     try {
       decoding_.validate();
@@ -111,7 +112,9 @@ class AsrTask : public Task, public AsrEvaluation {
     // Windows of bucket_windows batches sorted by duration, cut into batches, batches shuffled.
     const auto& items = items_[0];
     const auto length = [&](int64_t i) { return utterances_[0][static_cast<size_t>(items[static_cast<size_t>(i)])].samples; };
-    const int64_t n = static_cast<int64_t>(order.size()), window = bucket_windows_ * batch_size;
+    // bucket_windows x batch_size may not fit in 64 bits; a window as long as the split is the same.
+    const int64_t n = static_cast<int64_t>(order.size());
+    const int64_t window = bucket_windows_ > n / batch_size ? n : bucket_windows_ * batch_size;
     for (int64_t w = 0; w < n; w += window)
       std::stable_sort(order.begin() + w, order.begin() + std::min(n, w + window),
                        [&](int64_t a, int64_t b) { return length(a) < length(b); });

@@ -19,11 +19,11 @@ data::LoaderOptions loader_options(const config::Config& config, int64_t batch_s
   o.seed = seed;
   o.rank = rank;
   o.world_size = world_size;
-  o.workers = static_cast<int>(config.get_int("data.workers", o.workers));
-  o.prefetch_per_worker = static_cast<int>(config.get_int("data.prefetch_per_worker", o.prefetch_per_worker));
+  o.workers = static_cast<int>(config.get_int_at_most("data.workers", o.workers, 1024));
+  o.prefetch_per_worker = static_cast<int>(config.get_int_at_most("data.prefetch_per_worker", o.prefetch_per_worker, 1024));
   o.shuffle = config.get_bool("data.shuffle", o.shuffle);
   o.drop_last = config.get_bool("data.drop_last", o.drop_last);
-  o.bucket_windows = config.get_int("data.bucket_windows", o.bucket_windows);
+  o.bucket_windows = config.get_int_at_most("data.bucket_windows", o.bucket_windows, 1000000);
   o.pin_memory = config.get_bool("data.pin_memory", o.pin_memory);
   o.skip_bad_items = config.get_bool("data.skip_bad_items", o.skip_bad_items);
   o.even_shards = config.get_bool("data.even_shards", o.even_shards);

@@ -65,6 +65,14 @@ bool Config::get_bool(const std::string& key, bool fallback) const { return has(
 int64_t Config::get_int(const std::string& key, int64_t fallback) const {
   return has(key) ? get_int(key) : fallback;
 }
+int64_t Config::get_int_at_most(const std::string& key, int64_t fallback, int64_t most) const {
+  if (!has(key)) return fallback;
+  const int64_t v = get_int(key);
+  if (v > most)
+    throw ConfigError(key + "=" + std::to_string(v) + " (" + tree_.find_path(key)->origin().str() + ") is too large: at most " +
+                      std::to_string(most));
+  return v;
+}
 double Config::get_float(const std::string& key, double fallback) const {
   return has(key) ? get_float(key) : fallback;
 }

@@ -48,6 +48,12 @@ class Config {
   double get_float(const std::string& key, double fallback) const;
   std::string get_string(const std::string& key, const std::string& fallback) const;
 
+  // get_int(key, fallback), refused above `most` with the key, the value and where it came from:
+  //   trainer.devices=9223372036854775807 (the command line) is too large: at most 4096
+  // For ints that size a loop, an allocation or a count of threads or processes, or that are cast
+  // to int: the bound keeps a typo from becoming an overflow, a hang or the OOM killer.
+  int64_t get_int_at_most(const std::string& key, int64_t fallback, int64_t most) const;
+
   // Checks every declared key that is present (and every required one) for its type.
   void check(const std::vector<KeySpec>& specs) const;
 
