@@ -3,6 +3,7 @@
 #include "data/hdf5_store.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <hdf5.h>
 #include <unistd.h>
 
@@ -87,9 +88,30 @@ struct DatasetWriter::Field {
   std::vector<int64_t> offsets{0};
 };
 
+// Removes the partial files of `target` (.NAME.partial-PID) whose writer is gone: a killed build
+// cannot remove its own, and would otherwise leave it beside the store forever. A live PID's file
+// is another build's, still being written.
+static void remove_dead_writers_partials(const std::filesystem::path& target) {
+  const std::string prefix = "." + target.filename().string() + ".partial-";
+  const std::filesystem::path dir = target.parent_path().empty() ? std::filesystem::path(".") : target.parent_path();
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) {
+      std::error_code ignored;
+      std::filesystem::remove(it->path(), ignored);
+    }
+  }
+}
+
 DatasetWriter::DatasetWriter(std::string path, std::string command) : path_(std::move(path)), command_(std::move(command)) {
   silence_hdf5();
   const std::filesystem::path target(path_);
+  remove_dead_writers_partials(target);
   temporary_ = (target.parent_path() / ("." + target.filename().string() + ".partial-" + std::to_string(::getpid()))).string();
   // Version-2 object headers and superblock (HDF5 1.8 and later read them) carry checksums, so a
   // reader detects a damaged header instead of following it. Attributes stay in the root's header

@@ -126,6 +126,19 @@ TEST(Hdf5Store, KillingTheBuilderLeavesNoValidLookingFile) {
                 what.find("truncated or damaged") != std::string::npos)
         << what;
   }
+  // The next build of the same store removes what the killed one left, but not the partial file of
+  // a writer that is still alive (this test's parent process stands for one).
+  const std::string live = store_temp_dir() + "/.killed.h5.partial-" + std::to_string(::getppid());
+  std::ofstream(live) << "another writer's";
+  const std::string other_store = store_temp_dir() + "/.killed2.h5.partial-" + std::to_string(child);
+  std::ofstream(other_store) << "another store's";
+  build(path, 4, 1);
+  EXPECT_FALSE(std::filesystem::exists(partial));
+  EXPECT_TRUE(std::filesystem::exists(live));
+  EXPECT_TRUE(std::filesystem::exists(other_store));
+  EXPECT_EQ(DatasetReader(path).size("train"), 4);
+  std::filesystem::remove(live);
+  std::filesystem::remove(other_store);
   // An exception mid-build (here: a mismatched item) also removes the partial file.
   try {
     DatasetWriter w(store_temp_dir() + "/thrown.h5");
