@@ -345,7 +345,20 @@ int run_train(const TrainOptions& opt) {
   if (!resume.empty()) {
     const bool in_run_dir = resume == "last" || resume == "best";
     const std::string ckpt = resume_checkpoint(cfg, in_run_dir ? cfg.get_string("run.dir") : "");
-    // Without the file, the run directory's own check below says what is missing.
+    // A run killed before its first checkpoint has nothing to continue from: said before the run
+    // directory is opened, which would add a resume-N record for an attempt that cannot start.
+    // (Without .wavetrain/config.yaml, the run directory's own check below says what is missing.)
+    const std::string run_dir = in_run_dir ? cfg.get_string("run.dir") : "";
+    if (in_run_dir && !std::filesystem::exists(ckpt) &&
+        std::filesystem::is_regular_file(std::filesystem::path(run_dir) / ".wavetrain" / "config.yaml")) {
+      const bool has_last = std::filesystem::exists(std::filesystem::path(run_dir) / "checkpoints" / "last.ckpt");
+      if (resume == "best" && has_last)
+        throw std::runtime_error("Cannot resume run '" + run_dir + "' from its best checkpoint: there is no " + ckpt +
+                                 " (no validation has ranked one yet, or trainer.monitor is not set); continue with trainer.resume=last");
+      throw std::runtime_error("Nothing to resume in run '" + run_dir + "': it stopped before its first checkpoint (there is no " + ckpt +
+                               "). Start it over: the same command without trainer.resume makes a new run beside it (or remove '" +
+                               run_dir + "' first to reuse its name)");
+    }
     const bool judge = !in_run_dir || std::filesystem::exists(ckpt);
     if (const std::optional<Finished> finished = judge ? finished_at(cfg, Checkpoint::load(ckpt)) : std::nullopt) {
       if (!dist || dist->rank == 0)

@@ -222,6 +222,31 @@ TEST(CliTrain, AKilledRunResumesToBitwiseIdenticalWeights) {
   }
 }
 
+// A run killed before its first checkpoint has nothing to resume: each attempt says so and how to
+// start over, exits 1, and leaves the run directory as it was (no resume-N record).
+TEST(CliTrain, ResumingARunWithoutACheckpointSaysHowToStartOver) {
+  const fs::path dir = fresh_cli("resume_nothing");
+  const std::string common = "train task=toy_regression trainer.max_epochs=3 run.dir=early ";
+  const Result killed = wavetrain_in(dir, common, "WAVETRAIN_FAULT_KILL_AT_STEP=3");  // epoch 1 has 32 steps
+  ASSERT_EQ(killed.exit_code, 128 + 9) << killed.err;
+  ASSERT_FALSE(fs::exists(dir / "early/checkpoints/last.ckpt"));
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const Result r = wavetrain_in(dir, common + "trainer.resume=last");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.err, "wavetrain: error: Nothing to resume in run 'early': it stopped before its first checkpoint (there is no "
+                     "early/checkpoints/last.ckpt). Start it over: the same command without trainer.resume makes a new run beside "
+                     "it (or remove 'early' first to reuse its name)\n");
+  }
+  EXPECT_FALSE(fs::exists(dir / "early/.wavetrain/resume-1"));
+  const Result best = wavetrain_in(dir, common + "trainer.resume=best");
+  EXPECT_EQ(best.exit_code, 1);
+  EXPECT_NE(best.err.find("Nothing to resume in run 'early'"), std::string::npos) << best.err;
+  // As the message says: without trainer.resume the run starts over beside it.
+  const Result again = wavetrain_in(dir, common);
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find("this run writes to 'early_1'"), std::string::npos) << again.err;
+}
+
 // Every file under `dir` (the run's record, checkpoints, event files) with its bytes and time.
 std::map<std::string, std::pair<std::string, fs::file_time_type>> snapshot(const fs::path& dir) {
   std::map<std::string, std::pair<std::string, fs::file_time_type>> files;
