@@ -4,6 +4,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "trainer/config/config.h"
+#include "trainer/device.h"
+
 namespace wavetrain::cli {
 
 // Exit codes shared by every subcommand.
@@ -21,6 +24,10 @@ struct UsageError : std::runtime_error {
 struct ExitCode {
   int code;
 };
+
+// trainer.device of a run's config, parsed; a bad one is an error naming the key and where it was
+// set: "trainer.device=1.5 (exp.yaml:3): Unknown device '1.5'. Expected one of: ...".
+DeviceRequest device_request_of(const config::Config& cfg);
 
 void add_amp_commands(CLI::App& app);  // data amp, export nam, import nam, infer
 void add_asr_commands(CLI::App& app);  // data asr-synth, asr-bpe (after add_amp_commands, which makes `data`)

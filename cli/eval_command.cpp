@@ -82,7 +82,7 @@ void run_eval(const EvalOptions& opt) {
   for (const std::string& o : opt.overrides) config::apply_value_override(tree, o);
   const config::Config cfg(tree);
 
-  const DeviceChoice device = choose_device(DeviceRequest::parse(cfg.get_string("trainer.device", "auto")),
+  const DeviceChoice device = choose_device(device_request_of(cfg),
                                             probe_availability());
   for (const std::string& w : device.warnings) std::cerr << "warning: " << w << "\n";
   const AmpPolicy amp = resolve_amp_policy(parse_precision(cfg.get_string("trainer.precision", "32")),

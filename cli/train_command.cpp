@@ -38,6 +38,7 @@
 #include "trainer/threads.h"
 #include "trainer/torch_compat.h"
 #include "trainer/trainer.h"
+#include "experiments/common/data_config.h"
 #include "trainer/sweep/run_directory.h"
 #include "wavetrain_build_config.h"
 
@@ -195,6 +196,19 @@ int spawn_local_ranks(const TrainOptions& opt, int ranks, std::chrono::seconds g
   return interrupted == ranks ? kExitInterrupted : kExitOk;
 }
 
+}  // namespace
+
+DeviceRequest device_request_of(const config::Config& cfg) {
+  const std::string text = cfg.get_string("trainer.device", "auto");
+  try {
+    return DeviceRequest::parse(text);
+  } catch (const DeviceError& e) {
+    throw config::ConfigError("trainer.device=" + text + " (" + cfg.tree().find_path("trainer.device")->origin().str() + "): " + e.what());
+  }
+}
+
+namespace {
+
 // A composed config's keys that no part of the run reads (a file's `trainer.max_epoch`) are refused
 // before anything is written, as an unknown command-line key is (trainer/config/known_keys.h).
 void check_config_keys(const config::Node& composed, const std::vector<std::string>& dirs) {
@@ -207,6 +221,10 @@ void check_config_keys(const config::Node& composed, const std::vector<std::stri
   }
   for (const std::string& key : task_config_keys(task)) known.add(key);
   config::check_known_keys(composed, known);
+  // And the types of the trainer's and the data loader's keys, whether or not this task reads them.
+  const config::Config cfg(composed);
+  cfg.check(trainer_config_keys());
+  cfg.check(experiments::data_config_keys());
 }
 
 // sweep.* and launcher.* of a composed config, checked.
@@ -373,9 +391,17 @@ int run_train(const TrainOptions& opt) {
     const std::vector<std::string> known = task_names();
     if (std::find(known.begin(), known.end(), task) == known.end()) make_task(task, cfg);  // throws, listing them
   }
+  // trainer.threads (docs/threads.md: WAVETRAIN_THREADS wins over it, and 0 is every usable core).
+  if (cfg.has("trainer.threads")) {
+    try {
+      configure_threads(static_cast<int>(cfg.get_int_at_most("trainer.threads", 0, 4096)));
+    } catch (const std::invalid_argument& e) {
+      throw config::ConfigError(e.what());
+    }
+  }
   // Device and precision are decided before anything is written, so a run that cannot start
   // (bf16 on a GPU without it, cuda:3 on a 1-GPU machine) fails at once.
-  DeviceChoice device = choose_device(DeviceRequest::parse(cfg.get_string("trainer.device", "auto")),
+  DeviceChoice device = choose_device(device_request_of(cfg),
                                       probe_availability());
   const AmpPolicy amp = resolve_amp_policy(parse_precision(cfg.get_string("trainer.precision", "32")),
                                            cfg.get_bool("trainer.amp_on_mps", false), device.device.type(),

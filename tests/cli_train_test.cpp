@@ -222,6 +222,42 @@ TEST(CliTrain, AKilledRunResumesToBitwiseIdenticalWeights) {
   }
 }
 
+// Input that was once silently ignored: a package on a value key (Hydra refuses it), wrong types
+// in the trainer's and the data loader's keys whatever the task reads, a device that is not one
+// (named with its key and file), and trainer.threads, which was never applied. Each error comes
+// before a run directory is made.
+TEST(CliTrain, IgnoredInputIsRefusedBeforeTheRunStarts) {
+  const fs::path dir = fresh_cli("ignored_input");
+  fs::create_directories(dir / "c/experiment");
+  std::ofstream(dir / "c/experiment/threads.yaml") << "# @package _global_\ntask: toy_regression\ntrainer:\n  threads: \"\u00e9\u2026\"\n";
+  std::ofstream(dir / "c/experiment/device.yaml") << "# @package _global_\ntask: toy_regression\ntrainer:\n  device: 1.5\n";
+  const std::pair<std::string, std::string> refused[] = {
+      {"task=toy_regression trainer.max_steps@x=1",
+       "Override trainer.max_steps@x=1 looks like a config group override, but config group 'trainer.max_steps' does not exist."},
+      {"task=toy_regression data.workers=abc", "Value 'abc' could not be converted to int (data.workers, from the command line)"},
+      {"task=toy_regression optimizer.lr=fast", "Value 'fast' could not be converted to float (optimizer.lr, from the command line)"},
+      {"-cd c +experiment=threads", "Value '\u00e9\u2026' could not be converted to int (trainer.threads, from c/experiment/threads.yaml:4)"},
+      {"-cd c +experiment=device",
+       "trainer.device=1.5 (c/experiment/device.yaml:4): Unknown device '1.5'. Expected one of: auto, cpu, cuda, cuda:N, mps"},
+  };
+  for (const auto& [args, message] : refused) {
+    const Result r = wavetrain_in(dir, "train run.dir=never " + args);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_EQ(r.err, "wavetrain: error: " + message + "\n") << args;
+    EXPECT_FALSE(fs::exists(dir / "never")) << args;
+  }
+  // trainer.threads is applied (WAVETRAIN_THREADS, which would win, unset).
+  for (const char* threads : {"1", "2"}) {
+    const std::string run = std::string("threads_") + threads;
+    const Result r = wavetrain_in(dir, "train task=toy_regression trainer.max_epochs=1 trainer.threads=" + std::string(threads) +
+                                           " run.dir=" + run, "-u WAVETRAIN_THREADS");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::ifstream log(dir / run / "wavetrain.log");
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("; " + std::string(threads) + " CPU threads"), std::string::npos) << text;
+  }
+}
+
 // A run killed before its first checkpoint has nothing to resume: each attempt says so and how to
 // start over, exits 1, and leaves the run directory as it was (no resume-N record).
 TEST(CliTrain, ResumingARunWithoutACheckpointSaysHowToStartOver) {

@@ -103,6 +103,17 @@ TEST(ConfigHydraCompose, OverrideEntriesMustMatchAnEntry) {
   EXPECT_EQ(compose({{dir}, "config", {"+experiment=global"}}).config.find_path("model.name")->string_value(), "b");
 }
 
+// package_on_value_error: `key@pkg` is a group override; on a value key Hydra refuses it (wavetrain
+// took `trainer.max_steps@x=1` as `trainer.max_steps=1`).
+TEST(ConfigHydraCompose, APackageOnAValueKeyIsAnError) {
+  const std::string dir = groups_tree("package_on_value");
+  EXPECT_EQ(error_of(dir, {"trainer.seed@x=1"}),
+            "Override trainer.seed@x=1 looks like a config group override, but config group 'trainer.seed' does not exist.");
+  EXPECT_EQ(error_of(dir, {"+trainer.new@x=1"}),
+            "Override +trainer.new@x=1 looks like a config group override, but config group 'trainer.new' does not exist.");
+  EXPECT_NE(yaml_of(dir, {"optimizer@opt=sgd"}).find("opt:\n  name: sgd\n"), std::string::npos);  // a group's still works
+}
+
 // add_group_optional_absent: an entry whose file is absent (or that is null) is still in the
 // defaults list, so `+group=x` cannot add a second one.
 TEST(ConfigHydraCompose, AppendingAGroupThatIsOptionalAndAbsentIsAnError) {

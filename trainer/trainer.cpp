@@ -191,6 +191,29 @@ std::optional<Finished> finished_at(const config::Config& cfg, const TrainingSta
   return std::nullopt;
 }
 
+std::vector<config::KeySpec> trainer_config_keys() {
+  using config::ValueType;
+  const ValueType Int = ValueType::Int, Num = ValueType::Number, Str = ValueType::String, Bool = ValueType::Bool,
+                  Any = ValueType::Scalar;
+  return {{"trainer.max_epochs", Int}, {"trainer.max_steps", Int}, {"trainer.max_time", Any}, {"trainer.batch_size", Int},
+          {"trainer.accumulate_grad_batches", Int}, {"trainer.cpu_batch_parts", Any}, {"trainer.gradient_clip_val", Num},
+          {"trainer.gradient_clip_algorithm", Str}, {"trainer.limit_train_batches", Num}, {"trainer.limit_val_batches", Num},
+          {"trainer.fast_dev_run", Bool}, {"trainer.on_nonfinite", Str}, {"trainer.early_stopping.monitor", Str},
+          {"trainer.early_stopping.patience", Int}, {"trainer.early_stopping.min_delta", Num},
+          {"trainer.early_stopping.mode", Str}, {"trainer.log_every_n_steps", Int}, {"trainer.val_check_interval", Num},
+          {"trainer.deterministic", Bool}, {"trainer.checkpoint.every_n_steps", Int},
+          {"trainer.checkpoint.every_n_epochs", Int}, {"trainer.checkpoint.save_top_k", Int}, {"trainer.resume", Str},
+          {"trainer.monitor", Str}, {"trainer.mode", Str}, {"trainer.devices", Int}, {"trainer.dist_timeout", Int},
+          {"trainer.device", Str}, {"trainer.cuda_memory_fraction", Num}, {"trainer.precision", Str},
+          {"trainer.amp_on_mps", Bool}, {"trainer.threads", Int}, {"trainer.seed", Int},
+          {"optimizer.name", Str}, {"optimizer.lr", Num}, {"optimizer.weight_decay", Num}, {"optimizer.momentum", Num},
+          {"scheduler.name", Str}, {"scheduler.interval", Str}, {"scheduler.gamma", Num}, {"scheduler.step_size", Int},
+          {"scheduler.warmup", Int}, {"scheduler.warmup_start_factor", Num}, {"scheduler.total", Int},
+          {"scheduler.min_lr", Num}, {"sweep.strategy", Str}, {"sweep.trials", Int}, {"sweep.seed", Int},
+          {"sweep.objective", Str}, {"sweep.mode", Str}, {"sweep.asha.resource", Str}, {"sweep.asha.min_resource", Int},
+          {"sweep.asha.max_resource", Int}, {"sweep.asha.eta", Num}, {"run.dir", Str}, {"run.multirun_dir", Str}};
+}
+
 std::string resume_checkpoint(const config::Config& cfg, const std::filesystem::path& run_dir) {
   const std::string resume = cfg.get_string("trainer.resume", "");
   if (resume == "last" || resume == "best") return (run_dir / "checkpoints" / (resume + ".ckpt")).string();

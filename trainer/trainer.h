@@ -61,6 +61,11 @@ std::optional<Finished> finished_at(const config::Config& cfg, const TrainingSta
 // best, else the path as given. Empty when trainer.resume is not set.
 std::string resume_checkpoint(const config::Config& cfg, const std::filesystem::path& run_dir);
 
+// The types of the keys configs/config.yaml gives the trainer, optimizer, scheduler, sweep and
+// run: checked when a run's config is composed, whatever its task reads (a wrong type in a key the
+// run would never read is still a mistake in the file).
+std::vector<config::KeySpec> trainer_config_keys();
+
 // The task's validation metrics over `split` (at most `max_batches` batches; -1 for all), each
 // batch weighted by its size, under the precision policy and without gradients.
 Metrics evaluate(Task& task, Split split, const at::Device& device, const AmpPolicy& amp, int64_t batch_size,

@@ -201,6 +201,10 @@ class Composer {
         if (o.type != OverrideType::Add) cli_choices_[cli_key(o)] = GroupOverride{o, option, false};
         if (o.type == OverrideType::Add || o.type == OverrideType::ForceAdd) appended_.push_back({o, option, false});
       } else {
+        // `key@pkg` places a group's config; on a value it would be silently dropped (Hydra's words).
+        if (!o.package.empty())
+          throw ConfigError("Override " + text + " looks like a config group override, but config group '" + o.key +
+                            "' does not exist.");
         value_overrides_.push_back(o);
       }
     }

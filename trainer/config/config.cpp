@@ -19,6 +19,8 @@ const char* value_type_name(ValueType t) {
     case ValueType::String: return "string";
     case ValueType::List: return "list";
     case ValueType::Dict: return "dict";
+    case ValueType::Number: return "number";
+    case ValueType::Scalar: return "number or string";
   }
   return "?";
 }
@@ -87,6 +89,8 @@ void Config::check(const std::vector<KeySpec>& specs) const {
         throw ConfigError("Missing key '" + spec.key + "' (a " + value_type_name(spec.type) + ")");
       continue;
     }
+    // A `???` fails when it is read, as anywhere else.
+    if (tree_.find_path(spec.key)->is_missing()) continue;
     const Node v = value(spec.key);
     switch (spec.type) {
       case ValueType::Bool: to_bool(v, spec.key); break;
@@ -98,6 +102,11 @@ void Config::check(const std::vector<KeySpec>& specs) const {
         break;
       case ValueType::Dict:
         if (!v.is_mapping()) not_convertible(v, "dict", spec.key);
+        break;
+      case ValueType::Number: to_float(v, spec.key); break;
+      case ValueType::Scalar:
+        if (v.kind() != Node::Kind::Int && v.kind() != Node::Kind::Float && v.kind() != Node::Kind::String)
+          not_convertible(v, "number or string", spec.key);
         break;
     }
   }

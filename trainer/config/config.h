@@ -14,7 +14,9 @@
 
 namespace wavetrain::config {
 
-enum class ValueType { Bool, Int, Float, String, List, Dict };
+// Number: an int or a float (`limit_val_batches: 10` or `0.5`). Scalar: a number or a string
+// (`max_time: 3600` or `'01:00:00'`, `cpu_batch_parts: auto`).
+enum class ValueType { Bool, Int, Float, String, List, Dict, Number, Scalar };
 const char* value_type_name(ValueType t);
 
 // A key a component reads, with its type: components declare these so that a composed config is
