@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "experiments/register.h"
+#include "trainer/distributed.h"
 #include "trainer/stop_signal.h"
 #include "trainer/threads.h"
 #include "trainer/torch_compat.h"
@@ -123,7 +124,13 @@ int main(int argc, char** argv) {
   } catch (const ExitCode& e) {
     return e.code;
   } catch (const std::exception& e) {
-    std::cerr << "wavetrain: error: " << e.what() << "\n";
+    // A rank other than 0 says which it is. One that `train trainer.devices=N` started stays quiet
+    // about what rank 0 reports too (another rank went away; a checkpoint that does not fit): rank
+    // 0's error and the launcher's line for each rank say it (a second error said nothing more).
+    const char* rank = std::getenv("RANK");
+    const bool other_rank = rank != nullptr && std::string(rank) != "0";
+    if (other_rank && std::getenv("WAVETRAIN_LOCAL_RANKS") && dynamic_cast<const wavetrain::RankZeroReportsError*>(&e)) return kExitFailure;
+    std::cerr << "wavetrain: error: " << (other_rank ? "rank " + std::string(rank) + ": " : std::string()) << e.what() << "\n";
     return kExitFailure;
   }
   return kExitOk;

@@ -142,7 +142,7 @@ int spawn_local_ranks(const TrainOptions& opt, int ranks, std::chrono::seconds g
   for (int r = 0; r < ranks; ++r) {
     // Each rank dies with this process (stop_protocol.h): a killed launcher leaves no rank behind.
     ChildEnvironment env({"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(ranks), "LOCAL_RANK=" + std::to_string(r),
-                          "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)});
+                          "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port), "WAVETRAIN_LOCAL_RANKS=1"});
     // The ranks start with the stop signals blocked (trainer/sweep/stop_protocol.h).
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
@@ -367,6 +367,9 @@ int run_train(const TrainOptions& opt) {
     // directory is opened, which would add a resume-N record for an attempt that cannot start.
     // (Without .wavetrain/config.yaml, the run directory's own check below says what is missing.)
     const std::string run_dir = in_run_dir ? cfg.get_string("run.dir") : "";
+    // Before any rank starts (with trainer.devices=N each would say it again).
+    if (in_run_dir && !std::filesystem::is_regular_file(std::filesystem::path(run_dir) / ".wavetrain" / "config.yaml"))
+      throw std::runtime_error("Cannot resume in '" + run_dir + "': it is not a wavetrain run directory (no .wavetrain/config.yaml)");
     if (in_run_dir && !std::filesystem::exists(ckpt) &&
         std::filesystem::is_regular_file(std::filesystem::path(run_dir) / ".wavetrain" / "config.yaml")) {
       const bool has_last = std::filesystem::exists(std::filesystem::path(run_dir) / "checkpoints" / "last.ckpt");

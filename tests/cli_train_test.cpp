@@ -387,6 +387,25 @@ TEST(CliDistributed, TwoRanksWithBatchBMatchOneRankWithBatch2B) {
   EXPECT_EQ(event_files, 1);
 }
 
+// A resume that fails with trainer.devices=2 says why once: from the launcher before any rank
+// starts (no run directory there), or from rank 0 (a checkpoint that does not fit the model) with
+// rank 1 quiet, not a second error or rank 1's lost connection to rank 0.
+TEST(CliDistributed, AFailedResumeWithTwoRanksSaysWhyOnce) {
+  const fs::path dir = fresh_cli("ddp_resume_error");
+  const std::string common = "train task=toy_regression trainer.devices=2 trainer.batch_size=16 trainer.max_epochs=1 ";
+  const Result nowhere = wavetrain_in(dir, common + "run.dir=nowhere trainer.resume=last");
+  EXPECT_EQ(nowhere.exit_code, 1);
+  EXPECT_EQ(nowhere.err, "wavetrain: error: Cannot resume in 'nowhere': it is not a wavetrain run directory (no .wavetrain/config.yaml)\n");
+  ASSERT_EQ(wavetrain_in(dir, common + "run.dir=r").exit_code, 0);
+  const Result misfit = wavetrain_in(dir, common + "trainer.max_epochs=2 run.dir=r trainer.resume=last +toy_regression.hidden=16");
+  EXPECT_EQ(misfit.exit_code, 1);
+  size_t errors = 0;
+  for (size_t at = misfit.err.find("wavetrain: error:"); at != std::string::npos; at = misfit.err.find("wavetrain: error:", at + 1)) ++errors;
+  EXPECT_EQ(errors, 1u) << misfit.err;
+  EXPECT_NE(misfit.err.find("wavetrain: error: r/checkpoints/last.ckpt does not fit the model:"), std::string::npos) << misfit.err;
+  EXPECT_EQ(misfit.err.find("distributed"), std::string::npos) << misfit.err;
+}
+
 TEST(CliDistributed, ARankThatDiesMakesTheOtherExitWithAnError) {
   const fs::path dir = fresh_cli("ddp_kill");
   const auto start = std::chrono::steady_clock::now();

@@ -99,6 +99,15 @@ TEST(Multirun, FailedJobIsReportedAndTheOthersGoOnThenResumeRerunsOnlyIt) {
   EXPECT_DOUBLE_EQ(*objective_value(s.jobs[3], "val/esr"), 3.0);
   const std::string log = out.str();
   EXPECT_NE(log.find("Launching 4 jobs, 2 at a time"), std::string::npos) << log;
+  // Two start at once; the other two say they are queued, and that they started when they do
+  // (after a running job ended).
+  EXPECT_NE(log.find("[0] started: lr=0.2\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("[1] started: lr=0.5\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("[2] queued: lr=0.1\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("[3] queued: lr=0.3\n"), std::string::npos) << log;
+  const size_t first_end = std::min(log.find("[0] done"), log.find("[1] FAILED"));
+  EXPECT_GT(log.find("[2] started\n"), first_end) << log;
+  EXPECT_NE(log.find("[3] started\n"), std::string::npos) << log;
   EXPECT_NE(log.find("[1] FAILED with exit code 3"), std::string::npos) << log;
   EXPECT_NE(log.find("    diverged: loss is nan\n"), std::string::npos) << log;  // the tail of its output
   EXPECT_NE(log.find("best (min val/esr): job 2: lr=0.1"), std::string::npos) << log;

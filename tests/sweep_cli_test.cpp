@@ -327,6 +327,10 @@ TEST(SweepCli, ResumeContinuesAJobThatAStopSignalEndedFromItsCheckpoint) {
   EXPECT_NE(first.out.find("exit 1"), std::string::npos) << first.out << first.err;
   EXPECT_NE(first.out.find("[1] STOPPED by a signal after "), std::string::npos) << first.out;
   EXPECT_NE(first.out.find("[0] done in"), std::string::npos) << first.out;
+  // The summary agrees with the job's line: interrupted (to be continued), not failed.
+  EXPECT_NE(first.out.find("\n1    interrupted  "), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("1 done, 1 interrupted, 0 failed;"), std::string::npos) << first.out;
+  EXPECT_EQ(read_json(dir / "sweep/summary.json")["jobs"][1]["status"], "interrupted");
   const int64_t stopped_at = wavetrain::Checkpoint::load((dir / "sweep/1/checkpoints/last.ckpt").string()).global_step;
   EXPECT_LT(stopped_at, 1500);
 

@@ -40,7 +40,7 @@ namespace {
 [[noreturn]] void collective_failed(const char* what, const std::exception& e) {
   std::string msg = e.what();
   msg = msg.substr(0, msg.find('\n'));
-  throw std::runtime_error(std::string("distributed ") + what + " failed (another rank stopped or is unreachable): " + msg);
+  throw PeerLostError(std::string("distributed ") + what + " failed (another rank stopped or is unreachable): " + msg);
 }
 
 }  // namespace

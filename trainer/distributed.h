@@ -12,12 +12,26 @@
 
 #include <chrono>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "trainer/distributed_env.h"
 
 namespace wavetrain {
+
+// An error that rank 0 reports as well, so that the other ranks need not say it again (cli/main.cpp
+// keeps them quiet when `train trainer.devices=N` started them): a collective or store lookup that
+// failed because another rank stopped (PeerLostError), or a resumed checkpoint that does not fit
+// the model (every rank reads the same file with the same config).
+class RankZeroReportsError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+class PeerLostError : public RankZeroReportsError {
+ public:
+  using RankZeroReportsError::RankZeroReportsError;
+};
 
 class ProcessGroup {
  public:

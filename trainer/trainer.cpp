@@ -20,6 +20,7 @@
 
 #include "trainer/serialization/atomic_file.h"
 #include "trainer/checkpoint.h"
+#include "trainer/distributed.h"
 #include "trainer/config/yaml_io.h"
 #include "trainer/fused_adam.h"
 #include "trainer/grad_scaler.h"
@@ -475,8 +476,13 @@ FitResult Trainer::fit() {
   if (resumed) {
     const TrainingState& state = *resumed;
     const std::string& path = resume_path;
-    load_state_dict(model, state.model, /*strict=*/true, path);
-    load_optimizer_state(*optimizer, state.optimizer, path);
+    try {
+      load_state_dict(model, state.model, /*strict=*/true, path);
+      load_optimizer_state(*optimizer, state.optimizer, path);
+    } catch (const std::exception& e) {
+      if (rank != 0) throw RankZeroReportsError(e.what());  // the same file and config on every rank
+      throw;
+    }
     if (const serialization::Value* count = state.scheduler.is_none() ? nullptr : state.scheduler.find("count"))
       scheduler.set_count(*optimizer, count->as_int());
     if (state.scaler && scaler.enabled()) scaler.load_state(*state.scaler);

@@ -42,6 +42,11 @@ class Launcher {
   virtual std::vector<JobEnd> wait(double max_seconds) = 0;
   // Jobs submitted that have not ended.
   virtual size_t active() const = 0;
+  // Whether the launcher starts the jobs itself (local), so that take_started() says which have; a
+  // scheduler's launcher (Slurm) only submits them, and the cluster starts them when it will.
+  virtual bool reports_starts() const { return false; }
+  // The jobs started since the last call (by submit() or, as running ones end, by wait()).
+  virtual std::vector<size_t> take_started() { return {}; }
   // A stop request for the sweep (the launcher was sent SIGTERM or SIGUSR1): queued jobs are dropped
   // (their indices added to `dropped`), running ones are asked to stop with a checkpoint. Returns whether the running
   // jobs end with the launcher (local: they save their checkpoints and exit 75, so wait() for them)

@@ -12,6 +12,7 @@
 #include <map>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "trainer/sweep/launcher.h"
 #include "trainer/sweep/run_directory.h"
@@ -88,6 +89,9 @@ class LocalLauncher : public Launcher {
 
   size_t active() const override { return running_.size() + queue_.size(); }
 
+  bool reports_starts() const override { return true; }
+  std::vector<size_t> take_started() override { return std::exchange(started_, {}); }
+
   bool stop(int /*signal*/, std::vector<size_t>& dropped) override {
     for (const JobLaunch& l : queue_) dropped.push_back(l.job);
     queue_.clear();
@@ -129,6 +133,7 @@ class LocalLauncher : public Launcher {
       posix_spawnattr_destroy(&attr);
       if (rc != 0) throw std::runtime_error("multirun: cannot start '" + args[0] + "': " + std::strerror(rc));
       running_[pid] = {launch.job, Clock::now()};
+      started_.push_back(launch.job);
     }
   }
 
@@ -136,6 +141,7 @@ class LocalLauncher : public Launcher {
   std::vector<std::string> command_;
   int parallel_;
   std::deque<JobLaunch> queue_;
+  std::vector<size_t> started_;  // since the last take_started()
   std::map<pid_t, std::pair<size_t, Clock::time_point>> running_;
 };
 

@@ -203,6 +203,7 @@ class Driver {
           }
         }
       }
+      report_started();
       if (scheduler && summary_.stopped_by == 0) fill_asha(*scheduler);
       if (ended.empty() && std::chrono::steady_clock::now() < next_refresh) continue;
       next_refresh = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -251,16 +252,30 @@ class Driver {
     }
   }
 
+  // Each job's line says what happened to it: started (its process runs), queued (it waits for a
+  // free slot: its "started" line comes later), or submitted (to a cluster that starts it when it will).
   void submit(const std::vector<sweep::JobLaunch>& launches) {
     if (launches.empty()) return;
     launcher_->submit(launches);
+    const std::vector<size_t> started = launcher_->take_started();
     for (const sweep::JobLaunch& l : launches) {
       JobOutcome& j = summary_.jobs[l.job];
       j.status = "running";
       j.launcher_record = launcher_->job_record(l.job);
-      out_ << "[" << j.index << "] started: " << join(l.overrides, " ") << "\n" << std::flush;
+      const char* what = !launcher_->reports_starts()                                            ? "submitted"
+                         : std::find(started.begin(), started.end(), l.job) != started.end() ? "started"
+                                                                                                : "queued";
+      out_ << "[" << j.index << "] " << what << ": " << join(l.overrides, " ") << "\n" << std::flush;
     }
+    for (size_t job : started)  // earlier queued jobs that this submission's wait let start
+      if (std::none_of(launches.begin(), launches.end(), [job](const sweep::JobLaunch& l) { return l.job == job; }))
+        out_ << "[" << job << "] started\n" << std::flush;
     save();
+  }
+
+  // Queued jobs that a free slot has started since.
+  void report_started() {
+    for (size_t job : launcher_->take_started()) out_ << "[" << job << "] started\n" << std::flush;
   }
 
   // A job of a resumed sweep that an earlier launcher started: if a process (an orphan of a killed
@@ -329,6 +344,9 @@ class Driver {
     job.status = "failed";
     job.error = sweep::log_tail(log, opt_.log_tail_lines);
     if (end.exit_code == kExitInterrupted) {
+      // Not a failure: stopped (scancel, a stop signal) with its checkpoint, to be continued. The
+      // summary says so too (it said "failed" below a line that said STOPPED).
+      job.status = "interrupted";
       out_ << "[" << job.index << "] STOPPED by a signal after " << format_seconds(end.seconds)
            << ", its checkpoint saved (exit 75): `wavetrain train -m --resume " << opt_.dir.string() << "` continues it\n"
            << std::flush;
@@ -343,7 +361,7 @@ class Driver {
     summary_.failed = 0;
     summary_.best.reset();
     for (const JobOutcome& j : summary_.jobs)
-      if (j.status == "failed") ++summary_.failed;
+      if (j.status == "failed" || j.status == "interrupted") ++summary_.failed;  // the sweep is not complete
     if (opt_.objective.empty()) return;
     for (const JobOutcome& j : summary_.jobs) {
       if (j.status != "done" || !j.objective || std::isnan(*j.objective)) continue;
@@ -408,14 +426,14 @@ class Driver {
 
   void print_table() const {
     const bool asha = opt_.strategy == "asha";
-    out_ << "\n" << std::left << std::setw(5) << "job" << std::setw(9) << "status" << std::setw(10) << "duration";
+    out_ << "\n" << std::left << std::setw(5) << "job" << std::setw(13) << "status" << std::setw(10) << "duration";
     if (asha) out_ << std::setw(6) << "rung";
     if (!opt_.objective.empty()) out_ << std::setw(14) << opt_.objective;
     out_ << "overrides\n";
     std::map<std::string, size_t> counts;
     for (const JobOutcome& j : summary_.jobs) {
       ++counts[j.status];
-      out_ << std::setw(5) << j.index << std::setw(9) << j.status << std::setw(10) << format_seconds(j.seconds);
+      out_ << std::setw(5) << j.index << std::setw(13) << j.status << std::setw(10) << format_seconds(j.seconds);
       if (asha) out_ << std::setw(6) << j.rung;
       if (!opt_.objective.empty()) {
         std::ostringstream s;
@@ -426,7 +444,7 @@ class Driver {
     }
     out_ << "\n";
     bool first = true;
-    for (const std::string s : {"done", "stopped", "failed", "pending", "running"})
+    for (const std::string s : {"done", "stopped", "interrupted", "failed", "pending", "running"})
       if (counts[s] > 0 || s == "done" || s == "failed") {
         out_ << (first ? "" : ", ") << counts[s] << " " << s;
         first = false;
@@ -565,7 +583,7 @@ MultirunSummary resume_multirun(const MultirunOptions& options, std::ostream& ou
           o.continue_run = true;
         } else if (status == "pending") {
           o.continue_run = true;  // a queued job that a stop dropped may have a checkpoint from before
-        } else if (status == "failed" && j.value("exit_code", 0) == kExitInterrupted) {
+        } else if (status == "interrupted" || (status == "failed" && j.value("exit_code", 0) == kExitInterrupted)) {
           o.continue_run = true;  // stopped by a signal with its checkpoint saved: it goes on from there
         }
       } catch (const nlohmann::json::exception& e) {

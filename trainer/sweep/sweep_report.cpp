@@ -243,10 +243,10 @@ fs::path write_sweep_report(const ReportInput& input, const fs::path& out_dir) {
   std::map<std::string, int> by_status;
   for (const ReportJob& j : input.jobs) ++by_status[j.status];
   std::string counts;
-  for (const char* s : {"done", "failed", "stopped", "unfinished", "running", "pending"})
+  for (const char* s : {"done", "failed", "interrupted", "stopped", "unfinished", "running", "pending"})
     if (by_status.count(s)) counts += (counts.empty() ? "" : ", ") + std::to_string(by_status[s]) + " " + s;
   for (const auto& [s, n] : by_status)
-    if (std::string(" done failed stopped unfinished running pending ").find(" " + s + " ") == std::string::npos)
+    if (std::string(" done failed interrupted stopped unfinished running pending ").find(" " + s + " ") == std::string::npos)
       counts += (counts.empty() ? "" : ", ") + std::to_string(n) + " " + plot::escape(s.empty() ? "unknown" : s);
   std::ostringstream intro;
   intro << "<p id='summary'>Jobs in <code>" << plot::escape(input.title) << "</code>; objective "

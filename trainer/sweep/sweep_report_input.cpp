@@ -117,7 +117,7 @@ ReportInput report_input_from_sweep(const fs::path& sweep_dir) {
     else if (const auto r = number_at(result, "global_step")) job.steps = static_cast<int64_t>(*r);
     else job.steps = last_step(job.run_dir / "metrics.csv");
     if (j.contains("error") && j["error"].is_string()) job.error_tail = j["error"].get<std::string>();
-    else if (job.status == "failed" || job.status == "stopped") job.error_tail = log_tail(sweep_dir / "logs" / (job.name + ".log"), kLogTailLines);
+    else if (job.status == "failed" || job.status == "interrupted" || job.status == "stopped") job.error_tail = log_tail(sweep_dir / "logs" / (job.name + ".log"), kLogTailLines);
     input.jobs.push_back(std::move(job));
   }
   if (!all_have_params) keep_varying(input.jobs);
