@@ -1,11 +1,44 @@
 #!/usr/bin/env bash
 # Real-time factors of wavetrain's .nam engine as the NAM plugin runs a model: 64-sample buffers, one
 # thread, 48 kHz. NAM's presets (standard, lite, feather, nano, the four LSTMs) and the core's A2 and
-# A2 test models (tests/data/reference/nam/models). Builds nothing from outside: the comparison with
-# NeuralAmpModelerCore is run by hand and recorded in docs/amp.md.
+# A2 test models (tests/data/reference/nam/models).
 #
 # usage: bench/nam_realtime.sh [SECONDS]   (default 10 s of audio per model, best of 3)
+#
+# Against NeuralAmpModelerCore (the plugin's engine): set NAM_CORE_DIR to a checkout of it. The
+# script then compiles the core's sources together with our driver (bench/nam_core_bench.cpp) three
+# times, outside the source tree, in build/bench/nam-core-{sse2,avx2,generic}/ (kept between runs;
+# make recompiles only what is missing or older than its sources or flags):
+#   sse2     as the plugin ships it: -O3 without -march (SSE2 on x86-64), the core's A2 fast path on
+#            (NAM_ENABLE_A2_FAST, the core's CMake default)
+#   avx2     the same with -mavx2 -mfma: the instruction set wavetrain's engine picks on an AVX2 CPU
+#   generic  as sse2 but without NAM_ENABLE_A2_FAST: the core's generic WaveNet for A2 models
+# All with -std=c++20 -DNDEBUG, fast tanh switched on before loading (the plugin always does) and
+# double samples (the plugin leaves NAM_SAMPLE_FLOAT undefined). Then, for ROUNDS rounds, each model
+# is played by wavetrain and by each core build in turn (the order rotates from round to round), and
+# the script prints a Markdown table: each engine's median real-time factor (the range over the
+# rounds in brackets) and wavetrain's ratio to each core build (min / median of the rounds' ratios;
+# each round's ratio compares runs made seconds apart). The load average is printed at the start and
+# at the end: the machine may be shared.
+#
+# Getting the core (what the comparison was made with: commit daae2d0, August 2026):
+#   git clone https://github.com/sdatkinson/NeuralAmpModelerCore nam-core
+#   git -C nam-core checkout daae2d0
+# It needs Eigen 3.4 and nlohmann/json. nlohmann/json comes with it (Dependencies/nlohmann); Eigen is
+# a submodule (git -C nam-core submodule update --init Dependencies/eigen). Without the submodule the
+# script uses the system's Eigen (Debian: apt-get install libeigen3-dev, /usr/include/eigen3). Nothing
+# else of the core is needed (its AudioDSPTools submodule serves its own tools only).
+#
+# environment:
+#   NAM_CORE_DIR  the core's checkout (the folder holding NAM/); unset: wavetrain's numbers only
+#   ROUNDS        rounds of the comparison (default 3)
+#   JOBS          compile jobs for the core (default: nproc)
+#   EIGEN_DIR     Eigen's include folder when the core's submodule is empty (default /usr/include/eigen3)
+#   CXX           the compiler (default g++; ccache is used when installed)
+#
+# e.g.  NAM_CORE_DIR=~/src/nam-core ROUNDS=5 bench/nam_realtime.sh 10
 set -euo pipefail
+shopt -s inherit_errexit  # a failing engine inside $(...) stops the script
 seconds=${1:-10}
 bin=build/bench/wavetrain_bench_nam
 # scripts/setup builds only the binary: a bench builds itself where its build directory exists.
@@ -13,5 +46,141 @@ bin=build/bench/wavetrain_bench_nam
 [ -x "$bin" ] || { echo "nam_realtime.sh: $bin not found; build it first (scripts/setup --target $(basename "$bin"))" >&2; exit 2; }
 models=tests/data/reference/nam/models
 export OMP_NUM_THREADS=1
-echo "model                real-time factor (64-sample buffers, 1 thread, 48 kHz)"
-"$bin" "$seconds" "$models/A2.nam" "$models/wavenet_a2_max.nam" "$models/lstm.nam"
+if [ -z "${NAM_CORE_DIR:-}" ]; then
+  echo "model                real-time factor (64-sample buffers, 1 thread, 48 kHz)"
+  "$bin" "$seconds" "$models/A2.nam" "$models/wavenet_a2_max.nam" "$models/lstm.nam"
+  exit 0
+fi
+
+# --- against the NAM core ---------------------------------------------------------------------------
+rounds=${ROUNDS:-3}
+# (nproc obeys OMP_NUM_THREADS, set to 1 above for the engines)
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+jobs=${JOBS:-$cores}
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "nam_realtime.sh: ROUNDS must be a positive integer, got '$rounds'" >&2; exit 2; }
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "nam_realtime.sh: JOBS must be a positive integer, got '$jobs'" >&2; exit 2; }
+[ -f "$NAM_CORE_DIR/NAM/get_dsp.h" ] ||
+  { echo "nam_realtime.sh: NAM_CORE_DIR=$NAM_CORE_DIR is not a NeuralAmpModelerCore checkout (no NAM/get_dsp.h); see the top of this script" >&2; exit 2; }
+core=$(cd "$NAM_CORE_DIR" && pwd)
+if [ -f "$core/Dependencies/eigen/Eigen/Dense" ]; then
+  eigen=$core/Dependencies/eigen
+else
+  eigen=${EIGEN_DIR:-/usr/include/eigen3}
+  [ -f "$eigen/Eigen/Dense" ] ||
+    { echo "nam_realtime.sh: no Eigen: the core's Dependencies/eigen submodule is empty and $eigen/Eigen/Dense is missing (set EIGEN_DIR, or apt-get install libeigen3-dev)" >&2; exit 2; }
+fi
+case "$core$eigen$PWD" in *' '*) echo "nam_realtime.sh: the core's, Eigen's and this checkout's paths must not contain spaces (make)" >&2; exit 2 ;; esac
+cxx=${CXX:-g++}
+command -v ccache >/dev/null && cxx="ccache $cxx"
+root=${bin%/bench/*}/bench
+common="-std=c++20 -O3 -DNDEBUG -pthread -w"
+declare -A flags=([sse2]="-DNAM_ENABLE_A2_FAST" [avx2]="-DNAM_ENABLE_A2_FAST -mavx2 -mfma" [generic]="")
+variants=(sse2 avx2 generic)
+for v in "${variants[@]}"; do
+  # What the objects were compiled with: a change recompiles everything of that build.
+  mkdir -p "$root/nam-core-$v"
+  stamp="core=$core eigen=$eigen cxx=$cxx flags=$common ${flags[$v]}"
+  [ "$(cat "$root/nam-core-$v/flags" 2>/dev/null)" = "$stamp" ] || echo "$stamp" >"$root/nam-core-$v/flags"
+done
+echo "building NeuralAmpModelerCore ($core) three ways in $root/nam-core-{sse2,avx2,generic}, $jobs jobs ..."
+t0=$(date +%s)
+log=$root/nam-core-build.log
+# Dependencies from the compiler (-MMD): a changed header of the core recompiles what includes it.
+if ! make -f - -j"$jobs" CORE="$core" EIGEN="$eigen" ROOT="$root" DRIVER="$PWD/bench/nam_core_bench.cpp" CXX="$cxx" \
+     COMMON="$common" FLAGS_sse2="${flags[sse2]}" FLAGS_avx2="${flags[avx2]}" FLAGS_generic="${flags[generic]}" \
+     >"$log" 2>&1 <<'MAKEFILE'
+SRCS := $(wildcard $(CORE)/NAM/*.cpp $(CORE)/NAM/wavenet/*.cpp)
+INCLUDES := -I$(CORE) -I$(CORE)/Dependencies/nlohmann -isystem $(EIGEN)
+VARIANTS := sse2 avx2 generic
+all: $(foreach v,$(VARIANTS),$(ROOT)/nam-core-$(v)/nam_core_bench)
+define variant
+OBJS_$(1) := $$(patsubst $$(CORE)/%.cpp,$$(ROOT)/nam-core-$(1)/obj/%.o,$$(SRCS)) $$(ROOT)/nam-core-$(1)/obj/nam_core_bench.o
+$$(ROOT)/nam-core-$(1)/nam_core_bench: $$(OBJS_$(1))
+	$$(CXX) $$(COMMON) $$(FLAGS_$(1)) -o $$@ $$^
+$$(ROOT)/nam-core-$(1)/obj/%.o: $$(CORE)/%.cpp $$(ROOT)/nam-core-$(1)/flags
+	@mkdir -p $$(@D)
+	$$(CXX) $$(COMMON) $$(FLAGS_$(1)) $$(INCLUDES) -MMD -MP -c $$< -o $$@
+$$(ROOT)/nam-core-$(1)/obj/nam_core_bench.o: $$(DRIVER) $$(ROOT)/nam-core-$(1)/flags
+	@mkdir -p $$(@D)
+	$$(CXX) $$(COMMON) $$(FLAGS_$(1)) $$(INCLUDES) -MMD -MP -c $$< -o $$@
+-include $$(OBJS_$(1):.o=.d)
+endef
+$(foreach v,$(VARIANTS),$(eval $(call variant,$(v))))
+MAKEFILE
+then
+  tail -n 30 "$log" >&2
+  echo "nam_realtime.sh: building the core failed (the whole log: $log)" >&2
+  exit 1
+fi
+if grep -q 'nam_core_bench' "$log"; then echo "built in $(($(date +%s) - t0)) s (log: $log)"; else echo "up to date"; fi
+
+# The presets as .nam files for the core, with the weights wavetrain times them with (written again
+# when the bench binary is newer), and a2_small: the small model of the core's A2 container.
+presets=$root/nam-models
+if [ ! -f "$presets/.written" ] || [ "$bin" -nt "$presets/.written" ]; then
+  "$bin" --write-nam "$presets" "$models/A2.nam"
+  touch "$presets/.written"
+fi
+files=("$presets/standard.nam" "$presets/lite.nam" "$presets/feather.nam" "$presets/nano.nam" "$presets/a2_small.nam"
+       "$models/A2.nam" "$models/wavenet_a2_max.nam"
+       "$presets/LSTM_1x24.nam" "$presets/LSTM_2x8.nam" "$presets/LSTM_1x16.nam" "$presets/LSTM_1x12.nam" "$models/lstm.nam")
+label() { local n; n=$(basename "$1" .nam); echo "${n/LSTM_/LSTM }"; }
+is_a2() { case "$(basename "$1")" in *a2*|*A2*) return 0 ;; esac; return 1; }
+# One engine on one model: its real-time factor.
+rtf() {  # engine file
+  local out
+  case "$1" in
+    wavetrain) out=$("$bin" --no-presets "$seconds" "$2") ;;
+    *) out=$("$root/nam-core-$1/nam_core_bench" "$seconds" "$2") ;;
+  esac
+  awk 'END { print $NF }' <<<"$out"
+}
+
+echo
+echo "NAM core: $core ($(git -C "$core" log -1 --format='commit %h, %cs' 2>/dev/null || echo 'not a git checkout'))," \
+     "Eigen: $eigen, $($cxx --version | head -n 1)"
+echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $cores cores;" \
+     "$seconds s of audio per run, best of 3 passes; $rounds rounds"
+for f in "${files[@]}"; do
+  if is_a2 "$f"; then
+    echo "  the core's sse2 build plays $(label "$f") with $("$root/nam-core-sse2/nam_core_bench" --describe "$f" | awk '{ $1 = ""; print substr($0, 2) }')"
+  fi
+done
+echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
+declare -A results  # "engine|label" -> real-time factors, one per round
+for ((r = 0; r < rounds; r++)); do
+  for f in "${files[@]}"; do
+    engines=(wavetrain sse2 avx2)
+    is_a2 "$f" && engines+=(generic)
+    n=${#engines[@]}
+    for ((i = 0; i < n; i++)); do
+      e=${engines[(i + r) % n]}
+      results["$e|$(label "$f")"]+="$(rtf "$e" "$f") "
+    done
+  done
+  echo "round $((r + 1)) of $rounds done (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+done
+# Median (upper, as bench/timing.h) of the values, with their range when there are several.
+stat_rtf() { tr ' ' '\n' <<<"$1" | awk 'NF' | sort -g | awk '{ v[NR] = $1 } END { m = v[int(NR / 2) + 1]; if (NR > 1) printf "%.1fx (%.1f-%.1f)", m, v[1], v[NR]; else printf "%.1fx", m }'; }
+# Round by round a / b: "min / median" (one value when there is one round).
+stat_ratio() {
+  paste -d' ' <(tr ' ' '\n' <<<"$1" | awk 'NF') <(tr ' ' '\n' <<<"$2" | awk 'NF') | awk '{ print $1 / $2 }' | sort -g |
+    awk '{ v[NR] = $1 } END { m = v[int(NR / 2) + 1]; if (NR > 1) printf "%.2f / %.2f", v[1], m; else printf "%.2f", m }'
+}
+echo
+echo "| model | wavetrain | core SSE2 (plugin build) | wavetrain / SSE2 | core AVX2+FMA | wavetrain / AVX2 | core SSE2, generic A2 path | A2 fast path / generic |"
+echo "|---|---|---|---|---|---|---|---|"
+for f in "${files[@]}"; do
+  l=$(label "$f")
+  w=${results["wavetrain|$l"]} s=${results["sse2|$l"]} a=${results["avx2|$l"]}
+  row="| $l | $(stat_rtf "$w") | $(stat_rtf "$s") | $(stat_ratio "$w" "$s") | $(stat_rtf "$a") | $(stat_ratio "$w" "$a")"
+  if is_a2 "$f"; then
+    g=${results["generic|$l"]}
+    row+=" | $(stat_rtf "$g") | $(stat_ratio "$s" "$g") |"
+  else
+    row+=" | – | – |"
+  fi
+  echo "$row"
+done
+echo
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

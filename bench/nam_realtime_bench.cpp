@@ -2,11 +2,19 @@
 // model: 64-sample buffers, one thread, 48 kHz, after a reset. For NAM's presets (random weights:
 // the work does not depend on them) and for any .nam files named on the command line.
 //
-// usage: wavetrain_bench_nam [SECONDS] [MODEL.nam ...]   prints one line per model: NAME RTF
+// usage: wavetrain_bench_nam [--no-presets] [SECONDS] [MODEL.nam ...]
+//          prints one line per model: NAME RTF (a file's NAME is its name without .nam)
+//        wavetrain_bench_nam --write-nam DIR [A2.nam]
+//          writes the presets it times, with the same weights, as DIR/NAME.nam (standard.nam, ...,
+//          LSTM_1x24.nam), for another engine to play (bench/nam_realtime.sh gives them to the NAM
+//          core); given the core's A2 container, also its small model as DIR/a2_small.nam (the
+//          preset a2_small is that model's shape; its builder needs LibTorch, this binary does not)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -58,11 +66,9 @@ void report(const std::string& name, const amp::NamFileModel& model, const std::
   std::fflush(stdout);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const double seconds = argc > 1 ? std::atof(argv[1]) : 10.0;
-  const std::vector<float> x = input_signal(seconds);
+// NAM's presets with random weights (the same on every run), by the name the bench prints.
+std::vector<std::pair<std::string, amp::NamFileModel>> presets() {
+  std::vector<std::pair<std::string, amp::NamFileModel>> out;
   uint32_t seed = 1;
   for (const std::string& preset : amp::wavenet_preset_names()) {
     amp::NamFileModel m;
@@ -70,15 +76,60 @@ int main(int argc, char** argv) {
     m.wavenet = amp::nam_of(amp::wavenet_preset(preset));
     m.weights = random_weights(amp::nam_wavenet_weight_count(m.wavenet), seed++);
     m.weights.back() = 0.02f;
-    report(preset, m, x);
+    out.emplace_back(preset, std::move(m));
   }
   for (const std::string& preset : amp::lstm_preset_names()) {
     amp::NamFileModel m;
     m.architecture = "LSTM";
     m.lstm = amp::lstm_preset(preset);
     m.weights = random_weights(amp::lstm_weight_count(m.lstm), seed++);
-    report("LSTM " + preset, m, x);
+    out.emplace_back("LSTM " + preset, std::move(m));
   }
+  return out;
+}
+
+int write_nam(const std::string& dir, const char* a2_container) {
+  std::filesystem::create_directories(dir);
+  for (auto& [name, m] : presets()) {
+    std::string file = name;
+    std::replace(file.begin(), file.end(), ' ', '_');
+    m.sample_rate = kRate;
+    amp::write_nam_file(dir + "/" + file + ".nam", m);
+  }
+  if (a2_container) {
+    const amp::NamFileModel a2 = amp::read_nam_file(a2_container);
+    const amp::NamFileModel* small = a2.submodels.empty() ? nullptr : a2.submodels.front().model.get();
+    if (!small || small->architecture != "WaveNet" || small->wavenet.arrays.size() != 1 || small->wavenet.arrays[0].channels != 3 ||
+        small->wavenet.arrays[0].layers.size() != 23) {
+      std::fprintf(stderr, "%s: not the NAM core's A2 container (its first submodel is not A2 with 3 channels)\n", a2_container);
+      return 1;
+    }
+    amp::NamFileModel m = *small;
+    if (!m.sample_rate) m.sample_rate = a2.sample_rate;
+    amp::write_nam_file(dir + "/a2_small.nam", m);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--write-nam") == 0) {
+    if (argc < 3 || argc > 4) {
+      std::fprintf(stderr, "usage: wavetrain_bench_nam --write-nam DIR [A2.nam]\n");
+      return 2;
+    }
+    return write_nam(argv[2], argc == 4 ? argv[3] : nullptr);
+  }
+  const bool with_presets = !(argc > 1 && std::strcmp(argv[1], "--no-presets") == 0);
+  if (!with_presets) {
+    --argc;
+    ++argv;
+  }
+  const double seconds = argc > 1 ? std::atof(argv[1]) : 10.0;
+  const std::vector<float> x = input_signal(seconds);
+  if (with_presets)
+    for (const auto& [name, m] : presets()) report(name, m, x);
   for (int i = 2; i < argc; ++i) {
     std::string name = argv[i];
     name = name.substr(name.find_last_of('/') + 1);
