@@ -27,8 +27,10 @@ namespace {
 using namespace wavetrain::experiments::amp;
 
 const std::string kDir = std::string(WAVETRAIN_TEST_DATA) + "/reference/nam";
+// The core's examples, then the ConvNet and Linear files NAM's Python trainer wrote (see the README).
 const std::vector<std::string> kModels = {"wavenet", "wavenet_a1_standard", "my_model", "lstm", "A2", "wavenet_a2_max",
-                                          "slimmable_container", "slimmable_wavenet", "wavenet_condition_dsp"};
+                                          "slimmable_container", "slimmable_wavenet", "wavenet_condition_dsp",
+                                          "convnet", "convnet_nobn", "linear", "linear_long"};
 
 std::vector<float> read_mono(const std::string& path) {
   const auto audio = wavetrain::data::read_audio(path);
@@ -45,8 +47,8 @@ double relative_rms(const std::vector<float>& ours, const std::vector<float>& re
   return std::sqrt(diff / ref);
 }
 
-std::vector<float> play(const NamFileModel& model, const std::vector<float>& in, int64_t buffer) {
-  NamDsp dsp(model, buffer);
+std::vector<float> play(const NamFileModel& model, const std::vector<float>& in, int64_t buffer, bool fast_tanh = false) {
+  NamDsp dsp(model, buffer, /*prewarm=*/true, fast_tanh);
   std::vector<float> out(in.size());
   for (size_t s = 0; s < in.size(); s += static_cast<size_t>(buffer))
     dsp.process(in.data() + s, out.data() + s, std::min<int64_t>(buffer, static_cast<int64_t>(in.size() - s)));
@@ -64,6 +66,28 @@ TEST(AmpNamFiles, EveryCoreExampleMatchesTheCoresOutput) {
     EXPECT_LE(stream, 1e-5) << name << " in 64-sample buffers";
     EXPECT_LE(offline, 1e-5) << name << " offline";
     std::printf("%-22s relative RMS against the core: %.2e (64-sample buffers), %.2e (4096)\n", name.c_str(), stream, offline);
+  }
+}
+
+// The NAM plugin turns on its core's fast tanh: played that way, every model equals the core's
+// output with it on (core-output-fast-tanh/), which differs from the exact one by up to 1.9e-2
+// (the LSTM, whose sigmoids become fast too) or not at all (no Tanh in the model).
+TEST(AmpNamFiles, WithFastTanhEveryModelMatchesThePluginsOutput) {
+  const std::vector<float> input = read_mono(kDir + "/input.wav");
+  for (const std::string& name : kModels) {
+    const NamFileModel model = read_nam_file(kDir + "/models/" + name + ".nam");
+    const std::vector<float> plugin = read_mono(kDir + "/core-output-fast-tanh/" + name + ".wav");
+    const std::vector<float> exact = read_mono(kDir + "/core-output/" + name + ".wav");
+    const double stream = relative_rms(play(model, input, 64, true), plugin);
+    const double offline = relative_rms(play(model, input, 4096, true), plugin);
+    EXPECT_LE(stream, 1e-5) << name << " in 64-sample buffers";
+    EXPECT_LE(offline, 1e-5) << name << " offline";
+    // Where the core's two outputs differ, ours differ from the other one: the switch does something.
+    const double apart = relative_rms(exact, plugin);
+    if (apart > 1e-4) {
+      EXPECT_GT(relative_rms(play(model, input, 64, true), exact), 1e-4) << name;
+    }
+    std::printf("%-22s fast tanh: relative RMS against the core's %.2e (exact and fast apart: %.2e)\n", name.c_str(), stream, apart);
   }
 }
 
@@ -135,7 +159,36 @@ TEST(AmpNamFiles, WhatTheCoreRefusesIsRefusedWithTheKey) {
   refused(j, "config.condition_dsp.version: 1.0.0 is not supported; the NAM plugin's core reads 0.5.x, 0.6.x and 0.7.x");
   j = base;
   j["architecture"] = "Transformer";
-  refused(j, "architecture: 'Transformer' is not supported; supported: WaveNet, LSTM, SlimmableContainer");
+  refused(j, "architecture: 'Transformer' is not supported; supported: WaveNet, LSTM, ConvNet, Linear, SlimmableContainer");
+  // ConvNet and Linear: their keys, the weight count, and what an amp model cannot have.
+  nlohmann::json convnet, linear;
+  std::ifstream(kDir + "/models/convnet.nam") >> convnet;
+  std::ifstream(kDir + "/models/linear.nam") >> linear;
+  j = convnet;
+  j["config"].erase("batchnorm");
+  refused(j, "config: no 'batchnorm'");
+  j = convnet;
+  j["config"]["dilations"][1] = 0;
+  refused(j, "config.dilations[1]: must be 1 to 1048576, found 0");
+  j = convnet;
+  j["config"]["activation"] = "GELU";
+  refused(j, "config.activation: activation 'GELU' is not supported; supported: Tanh, Fasttanh, Hardtanh, LeakyHardtanh, ReLU, "
+             "LeakyReLU, PReLU, Sigmoid, SiLU, Hardswish, Softsign");
+  j = convnet;
+  j["config"]["out_channels"] = 2;
+  refused(j, "config.out_channels: 2; an amp model has one input and one output channel");
+  j = convnet;
+  j["weights"].push_back(0.5);
+  refused(j, "weights: 864 weights, its config has 863");
+  j = linear;
+  j["config"]["receptive_field"] = 0;
+  refused(j, "config.receptive_field: must be >= 1, found 0");
+  j = linear;
+  j["config"]["bias"] = "yes";
+  refused(j, "config.bias: expected true or false, found a string (\"yes\")");
+  j = linear;
+  j["weights"].erase(j["weights"].begin());
+  refused(j, "weights: 32 weights, its config has 33");
   // An outside review's: sizes that overflowed into the engine, slopes past the channels, FiLM
   // groups, loose version strings, unbounded nesting.
   nlohmann::json head = base;
@@ -317,6 +370,17 @@ TEST(AmpNamFiles, ImportAndExportKeepEveryExample) {
     std::ifstream(dir + "/" + name + ".nam") >> again;
     EXPECT_EQ(as_float32(again), as_float32(original)) << name;
   }
+  // `infer --tanh fast` plays a file as the plugin does; ConvNet and Linear through the imported checkpoint too.
+  for (const char* name : {"lstm", "convnet", "linear_long"}) {
+    for (const std::string& source : {kDir + "/models/" + name + ".nam", std::string(name) + ".ckpt"}) {
+      const auto fast = run("infer " + source + " " + kDir + "/input.wav -o fast_" + std::string(name) + ".wav --tanh fast --mode stream --chunk 64");
+      ASSERT_EQ(fast.exit_code, 0) << fast.err;
+      EXPECT_NE(fast.out.find("(chunk 64, stream, fast tanh)"), std::string::npos) << fast.out;
+      EXPECT_LE(relative_rms(read_mono(dir + "/fast_" + std::string(name) + ".wav"), read_mono(kDir + "/core-output-fast-tanh/" + std::string(name) + ".wav")), 1e-5)
+          << source;
+    }
+  }
+  EXPECT_EQ(run("infer lstm.ckpt " + kDir + "/input.wav -o x.wav --tanh approximate").exit_code, 2);
   std::ofstream(dir + "/bad.nam") << R"({"version": "0.9.0", "architecture": "LSTM", "config": {}, "weights": []})";
   const auto bad = run("import nam bad.nam -o bad.ckpt");
   EXPECT_EQ(bad.exit_code, 1);

@@ -218,7 +218,7 @@ at::Tensor process(AmpModel& m, const at::Tensor& audio, const ProcessOptions& o
 
 AmpStream::AmpStream(AmpModel& model, const ProcessOptions& o) : model_(model), options_(o) {
   check_options(o);
-  if (o.mode == "exact" && model.wavenet) {
+  if (o.mode == "exact" && model.wavenet && !o.fast_tanh) {
     libtorch_ = true;
     model.module().eval();
     rf_ = model.receptive_field();
@@ -226,7 +226,7 @@ AmpStream::AmpStream(AmpModel& model, const ProcessOptions& o) : model_(model), 
     context_.assign(static_cast<size_t>(rf_ - 1), 0.0f);  // WaveNet sees zeros before the first sample
   } else {
     file_ = std::make_unique<NamFileModel>(model.to_nam());
-    dsp_ = std::make_unique<NamDsp>(*file_, engine_block(o), o.prewarm);
+    dsp_ = std::make_unique<NamDsp>(*file_, engine_block(o), o.prewarm, o.fast_tanh);
   }
 }
 

@@ -78,6 +78,9 @@ struct ProcessOptions {
   // The NAM plugin's LSTM prewarm (half a second of zeros at reset); false starts from the stored
   // state, as NAM's Python trainer computes the output.
   bool prewarm = true;
+  // Tanh as the NAM core's fast approximation (in the LSTM, its sigmoids too): what the NAM plugin
+  // plays, since it turns it on. Every mode then runs the real-time engine.
+  bool fast_tanh = false;
 };
 
 // audio [samples] (mono, float) -> [samples]

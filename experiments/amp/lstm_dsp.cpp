@@ -61,22 +61,51 @@ __attribute__((always_inline)) inline Fraction sigmoid(Vec8 x) {
   return {t.d + t.n, 2.0f * t.d};
 }
 
+// The NAM core's fast tanh (its plugin's setting), on 8 lanes, in the core's order of operations:
+//   x (a + a|x| + (b + c|x|) x^2) / (e + (e + x^2) |x + d x |x||)
+// It is 1.008 at infinity, not 1, and its error is up to 4.4e-4 on |x| <= 8. The core's LSTM uses
+// it for the sigmoids too, as (fast_tanh(x / 2) + 1) / 2. Returned as a value (denominator 1):
+// its denominator grows as x^4, and the cell's products of three would overflow.
+__attribute__((always_inline)) inline Fraction fast_tanh(Vec8 x) {
+  const Vec8 ax = x < 0.0f ? -x : x, x2 = x * x;
+  const Vec8 num = x * (2.45550750702956f + 2.45550750702956f * ax + (0.893229853513558f + 0.821226666969744f * ax) * x2);
+  const Vec8 inner = x + 0.814642734961073f * x * ax;
+  const Vec8 den = 2.44506634652299f + (2.44506634652299f + x2) * (inner < 0.0f ? -inner : inner);
+  return {num / den, Vec8{} + 1.0f};
+}
+
 // Units [8u, 8u + 8) of one step, from their four gate vectors:
 //   c = sigmoid(f) c + sigmoid(i) tanh(g) = (nf c di dg + ni ng df) / (df di dg)
 // (every d is between 4.9e-3 and 2: the products stay well inside float's range)
 //   h = sigmoid(o) tanh(c)
+template <bool Fast>
+__attribute__((always_inline)) inline Fraction tanh_of(Vec8 x) {
+  if constexpr (Fast) return fast_tanh(x);
+  else return tanh_fraction(x);
+}
+template <bool Fast>
+__attribute__((always_inline)) inline Fraction sigmoid_of(Vec8 x) {
+  if constexpr (Fast) {
+    const Fraction t = fast_tanh(0.5f * x);
+    return {(t.n + 1.0f) * 0.5f, t.d};
+  } else {
+    return sigmoid(x);
+  }
+}
+
+template <bool Fast>
 __attribute__((always_inline)) inline void units(Vec8 gi, Vec8 gf, Vec8 gg, Vec8 go, float* c, float* h) {
-  const Fraction i = sigmoid(gi), f = sigmoid(gf), g = tanh_fraction(gg), o = sigmoid(go);
+  const Fraction i = sigmoid_of<Fast>(gi), f = sigmoid_of<Fast>(gf), g = tanh_of<Fast>(gg), o = sigmoid_of<Fast>(go);
   const Vec8 cv = load<Vec8>(c);
   const Vec8 cn = (f.n * cv * i.d * g.d + i.n * g.n * f.d) / (f.d * i.d * g.d);
-  const Fraction t = tanh_fraction(cn);
+  const Fraction t = tanh_of<Fast>(cn);
   store(c, cn);
   store(h, (o.n * t.n) / (o.d * t.d));
 }
 
 // One layer's step with U chunks of 8 units: the 4U gate vectors (i, f, g, o groups of U) stay in
 // registers through the matrix-vector product and the cell update.
-template <int U>
+template <int U, bool Fast>
 __attribute__((always_inline)) inline void cell_blocked(const float* w, const float* bias, const float* x, int64_t inputs, float* h, float* c,
                                                         int64_t hidden) {
   constexpr int G = 4 * U;
@@ -101,10 +130,11 @@ __attribute__((always_inline)) inline void cell_blocked(const float* w, const fl
     for (int64_t j = 0; j < hidden; ++j, w += 8 * G)
       for (int v = 0; v < G; ++v) acc[v] += load<Vec8>(w + 8 * v) * h[j];
   }
-  for (int u = 0; u < U; ++u) units(acc[u], acc[U + u], acc[2 * U + u], acc[3 * U + u], c + 8 * u, h + 8 * u);
+  for (int u = 0; u < U; ++u) units<Fast>(acc[u], acc[U + u], acc[2 * U + u], acc[3 * U + u], c + 8 * u, h + 8 * u);
 }
 
 // Any hidden size: the gates through memory.
+template <bool Fast>
 __attribute__((always_inline)) inline void cell_any(const float* w, const float* bias, const float* x, int64_t inputs, float* h, float* c,
                                                     int64_t hidden, float* gates, int64_t chunks) {
   const int64_t G = 4 * chunks * 8;
@@ -114,7 +144,7 @@ __attribute__((always_inline)) inline void cell_any(const float* w, const float*
   for (int64_t j = 0; j < hidden; ++j, w += G)
     for (int64_t g = 0; g < G; ++g) gates[g] += w[g] * h[j];
   for (int64_t u = 0; u < chunks; ++u)
-    units(load<Vec8>(gates + 8 * u), load<Vec8>(gates + 8 * (chunks + u)), load<Vec8>(gates + 8 * (2 * chunks + u)),
+    units<Fast>(load<Vec8>(gates + 8 * u), load<Vec8>(gates + 8 * (chunks + u)), load<Vec8>(gates + 8 * (2 * chunks + u)),
           load<Vec8>(gates + 8 * (3 * chunks + u)), c + 8 * u, h + 8 * u);
 }
 
@@ -137,30 +167,37 @@ struct Args {
   float* gates;
   const float* head;
   float head_bias;
+  bool fast_tanh;
 };
 
 // The whole buffer, sample by sample, with U chunks of 8 units known at compile time (0: any):
 // the loop over time is inside, so nothing is called per sample.
-template <int U>
+template <int U, bool Fast>
 __attribute__((always_inline)) inline void run(const Args& a, const float* in, float* out, int64_t n) {
   for (int64_t t = 0; t < n; ++t) {
     const float* input = in + t;
     for (int64_t l = 0; l < a.layers; ++l) {
-      if constexpr (U > 0) cell_blocked<U>(a.w[l], a.bias[l], input, a.inputs[l], a.h[l], a.c[l], a.hidden);
-      else cell_any(a.w[l], a.bias[l], input, a.inputs[l], a.h[l], a.c[l], a.hidden, a.gates, a.chunks);
+      if constexpr (U > 0) cell_blocked<U, Fast>(a.w[l], a.bias[l], input, a.inputs[l], a.h[l], a.c[l], a.hidden);
+      else cell_any<Fast>(a.w[l], a.bias[l], input, a.inputs[l], a.h[l], a.c[l], a.hidden, a.gates, a.chunks);
       input = a.h[l];
     }
     out[t] = head_dot(a.head, input, a.chunks, a.head_bias);
   }
 }
 
-__attribute__((always_inline)) inline void run_any(const Args& a, const float* in, float* out, int64_t n) {
+template <bool Fast>
+__attribute__((always_inline)) inline void run_chunks(const Args& a, const float* in, float* out, int64_t n) {
   switch (a.chunks) {
-    case 1: return run<1>(a, in, out, n);
-    case 2: return run<2>(a, in, out, n);
-    case 3: return run<3>(a, in, out, n);
-    default: return run<0>(a, in, out, n);
+    case 1: return run<1, Fast>(a, in, out, n);
+    case 2: return run<2, Fast>(a, in, out, n);
+    case 3: return run<3, Fast>(a, in, out, n);
+    default: return run<0, Fast>(a, in, out, n);
   }
+}
+
+__attribute__((always_inline)) inline void run_any(const Args& a, const float* in, float* out, int64_t n) {
+  if (a.fast_tanh) run_chunks<true>(a, in, out, n);
+  else run_chunks<false>(a, in, out, n);
 }
 
 void run_baseline(const Args& a, const float* in, float* out, int64_t n) { run_any(a, in, out, n); }
@@ -170,8 +207,8 @@ __attribute__((target("avx2,fma"))) void run_avx2(const Args& a, const float* in
 
 }  // namespace
 
-LstmDsp::LstmDsp(const LstmConfig& config, const std::vector<float>& weights, int64_t prewarm)
-    : hidden_(config.hidden_size), prewarm_(std::max<int64_t>(0, prewarm)) {
+LstmDsp::LstmDsp(const LstmConfig& config, const std::vector<float>& weights, int64_t prewarm, bool fast_tanh)
+    : hidden_(config.hidden_size), prewarm_(std::max<int64_t>(0, prewarm)), fast_tanh_(fast_tanh) {
   const int64_t H = hidden_;
   if (static_cast<int64_t>(weights.size()) != lstm_weight_count(config))
     throw std::invalid_argument("LSTM: " + std::to_string(weights.size()) + " weights given, this architecture has " +
@@ -231,7 +268,7 @@ void LstmDsp::reset() {
 
 void LstmDsp::process(const float* in, float* out, int64_t n) {
   const Args a{w_.data(), b_.data(), inputs_.data(), h_.data(), c_.data(), static_cast<int64_t>(layers_.size()), hidden_, chunks_,
-               gates_.data(), head_.data(), head_bias_};
+               gates_.data(), head_.data(), head_bias_, fast_tanh_};
 #if WAVETRAIN_AMP_AVX2
   if (avx2_) return run_avx2(a, in, out, n);
 #endif

@@ -25,7 +25,8 @@ class LstmDsp {
  public:
   // weights: the .nam file's, in NAM's order (lstm.h). Throws std::invalid_argument on a count that
   // does not fit the config.
-  LstmDsp(const LstmConfig& config, const std::vector<float>& weights, int64_t prewarm = 0);
+  // fast_tanh: sigmoid and tanh as the NAM core's fast approximation (what its plugin plays).
+  LstmDsp(const LstmConfig& config, const std::vector<float>& weights, int64_t prewarm = 0, bool fast_tanh = false);
 
   void reset();
   void process(const float* in, float* out, int64_t n);
@@ -47,6 +48,7 @@ class LstmDsp {
   std::vector<int64_t> inputs_;
   std::vector<float*> h_, c_;
   bool avx2_ = false;
+  bool fast_tanh_ = false;
 };
 
 }  // namespace wavetrain::experiments::amp

@@ -76,13 +76,15 @@ bool nam_version_supported(const std::string& version) {
 
 int64_t NamFileModel::output_channels() const {
   if (architecture == "WaveNet") return wavenet.output_channels();
-  if (architecture == "LSTM") return 1;
+  if (architecture == "LSTM" || architecture == "ConvNet" || architecture == "Linear") return 1;
   return default_model().output_channels();
 }
 
 int64_t NamFileModel::receptive_field() const {
   if (architecture == "WaveNet") return nam_receptive_field(wavenet);
   if (architecture == "LSTM") return 1;
+  if (architecture == "ConvNet") return convnet.receptive_field();
+  if (architecture == "Linear") return linear.receptive_field;
   return default_model().receptive_field();
 }
 
@@ -121,8 +123,10 @@ NamFileModel nam_model_from_json(const nlohmann::json& j, const std::string& whe
     fail(join(where, "version"), m.version + " is not supported; the NAM plugin's core reads " + kNamSupportedVersions);
   if (!j.at("architecture").is_string()) fail(join(where, "architecture"), "expected a string, found " + nam_json_found(j.at("architecture")));
   m.architecture = j.at("architecture").get<std::string>();
-  if (m.architecture != "WaveNet" && m.architecture != "LSTM" && m.architecture != "SlimmableContainer")
-    fail(join(where, "architecture"), "'" + m.architecture + "' is not supported; supported: WaveNet, LSTM, SlimmableContainer");
+  if (m.architecture != "WaveNet" && m.architecture != "LSTM" && m.architecture != "ConvNet" && m.architecture != "Linear" &&
+      m.architecture != "SlimmableContainer")
+    fail(join(where, "architecture"),
+         "'" + m.architecture + "' is not supported; supported: WaveNet, LSTM, ConvNet, Linear, SlimmableContainer");
   if (m.architecture == "SlimmableContainer" && (m.version.rfind("0.5.", 0) == 0 || m.version.rfind("0.6.", 0) == 0))
     fail(join(where, "version"), m.version + ": SlimmableContainer needs 0.7.x");
   const nlohmann::json& config = j.at("config");
@@ -131,6 +135,13 @@ NamFileModel nam_model_from_json(const nlohmann::json& j, const std::string& whe
     try {
       m.wavenet = nam_wavenet_from_json(config, m.version, depth);
     } catch (const NamKeyError& e) {  // its keys are within the config (a condition_dsp's too)
+      fail(join(config_where, e.key()), e.problem());
+    }
+  } else if (m.architecture == "ConvNet" || m.architecture == "Linear") {
+    try {
+      if (m.architecture == "ConvNet") m.convnet = convnet_config_from_json(config, "");
+      else m.linear = linear_config_from_json(config, "");
+    } catch (const NamKeyError& e) {
       fail(join(config_where, e.key()), e.problem());
     }
   } else if (m.architecture == "LSTM") {
@@ -168,7 +179,10 @@ NamFileModel nam_model_from_json(const nlohmann::json& j, const std::string& whe
   }
   if (m.architecture != "SlimmableContainer") {
     if (!j.contains("weights")) fail(where, "no 'weights'");
-    const int64_t expected = m.architecture == "WaveNet" ? nam_wavenet_weight_count(m.wavenet) : lstm_weight_count(m.lstm);
+    const int64_t expected = m.architecture == "WaveNet"   ? nam_wavenet_weight_count(m.wavenet)
+                             : m.architecture == "ConvNet" ? m.convnet.weight_count()
+                             : m.architecture == "Linear"  ? m.linear.weight_count()
+                                                           : lstm_weight_count(m.lstm);
     const nlohmann::json& w = j.at("weights");
     if (w.is_array() && static_cast<int64_t>(w.size()) != expected)
       fail(join(where, "weights"), std::to_string(w.size()) + " weights, its config has " + std::to_string(expected));
@@ -212,6 +226,10 @@ nlohmann::json nam_model_to_json(const NamFileModel& m) {
     j["config"] = nam_wavenet_to_json(spec);
   } else if (m.architecture == "LSTM") {
     j["config"] = lstm_config_to_json(m.lstm);
+  } else if (m.architecture == "ConvNet") {
+    j["config"] = convnet_config_to_json(m.convnet);
+  } else if (m.architecture == "Linear") {
+    j["config"] = linear_config_to_json(m.linear);
   } else {
     nlohmann::json subs = nlohmann::json::array();
     for (const NamFileModel::Submodel& s : m.submodels) subs.push_back({{"max_value", s.max_value}, {"model", nam_model_to_json(*s.model)}});

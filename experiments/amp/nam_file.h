@@ -1,5 +1,6 @@
 // A .nam file as the NAM plugin's core reads it, versions 0.5.x to 0.7.x: one model of
-// architecture WaveNet (nam_wavenet.h), LSTM (lstm.h) or SlimmableContainer (a list of whole
+// architecture WaveNet (nam_wavenet.h), LSTM (lstm.h), ConvNet or Linear (conv_models.h), or
+// SlimmableContainer (a list of whole
 // models, each with the `max_value` of the size control up to which it plays), with its weights,
 // sample rate and metadata. No LibTorch.
 //
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "experiments/amp/conv_models.h"
 #include "experiments/amp/lstm_config.h"
 #include "experiments/amp/nam_wavenet.h"
 
@@ -22,15 +24,17 @@ namespace wavetrain::experiments::amp {
 
 struct NamFileModel {
   std::string version;       // as read, e.g. "0.5.4"; empty for a model made here
-  std::string architecture;  // "WaveNet", "LSTM" or "SlimmableContainer"
+  std::string architecture;  // "WaveNet", "LSTM", "ConvNet", "Linear" or "SlimmableContainer"
   NamWaveNetSpec wavenet;
   LstmConfig lstm;
+  ConvNetConfig convnet;
+  LinearConfig linear;
   struct Submodel {
     double max_value = 1.0;
     std::shared_ptr<const NamFileModel> model;
   };
   std::vector<Submodel> submodels;  // SlimmableContainer, in the file's order (max_value ascending)
-  std::vector<float> weights;       // WaveNet, LSTM
+  std::vector<float> weights;       // every architecture but SlimmableContainer
   std::optional<double> sample_rate;
   bool sample_rate_float = false;  // written as 48000.0 (as read), not 48000
   nlohmann::json metadata;  // null when the file has none

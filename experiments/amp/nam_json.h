@@ -67,4 +67,27 @@ inline std::vector<int64_t> nam_integers(const nlohmann::json& v, const std::str
   return out;
 }
 
+inline bool nam_boolean(const nlohmann::json& v, const std::string& where) {
+  if (!v.is_boolean()) throw NamKeyError(where, "expected true or false, found " + nam_json_found(v));
+  return v.get<bool>();
+}
+
+inline const nlohmann::json& nam_required(const nlohmann::json& o, const char* key, const std::string& where) {
+  if (!o.contains(key)) throw NamKeyError(where, std::string("no '") + key + "'");
+  return o.at(key);
+}
+
+// o[key], an integer >= 1; absent (or null, with a fallback) gives `fallback`, or an error when
+// there is none (fallback < 0).
+inline int64_t nam_positive(const nlohmann::json& o, const char* key, const std::string& where, int64_t fallback = -1) {
+  if (!o.contains(key) || (fallback >= 0 && o.at(key).is_null())) {
+    if (fallback < 0) throw NamKeyError(where, std::string("no '") + key + "'");
+    return fallback;
+  }
+  const std::string path = where.empty() ? std::string(key) : where + "." + key;
+  const int64_t v = nam_integer(o.at(key), path);
+  if (v < 1) throw NamKeyError(path, "must be >= 1, found " + std::to_string(v));
+  return v;
+}
+
 }  // namespace wavetrain::experiments::amp

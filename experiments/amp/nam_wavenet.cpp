@@ -47,26 +47,6 @@ double number(const nlohmann::json& v, const std::string& where) {
   return v.get<double>();
 }
 
-bool boolean(const nlohmann::json& v, const std::string& where) {
-  if (!v.is_boolean()) fail(where, "expected true or false, found " + nam_json_found(v));
-  return v.get<bool>();
-}
-
-const nlohmann::json& required(const nlohmann::json& o, const char* key, const std::string& where) {
-  if (!o.contains(key)) fail(where, std::string("no '") + key + "'");
-  return o.at(key);
-}
-
-int64_t positive(const nlohmann::json& o, const char* key, const std::string& where, int64_t fallback = -1) {
-  if (!o.contains(key) || (fallback >= 0 && o.at(key).is_null())) {
-    if (fallback < 0) fail(where, std::string("no '") + key + "'");
-    return fallback;
-  }
-  const int64_t v = nam_integer(o.at(key), where + "." + key);
-  if (v < 1) fail(where + "." + key, "must be >= 1, found " + std::to_string(v));
-  return v;
-}
-
 // A per-layer value given once or as a list of one per layer.
 std::vector<nlohmann::json> per_layer(const nlohmann::json& v, size_t layers, const std::string& where) {
   if (!v.is_array()) return std::vector<nlohmann::json>(layers, v);
@@ -90,9 +70,9 @@ FilmSpec film_from(const nlohmann::json& v, const std::string& where) {
   FilmSpec f;
   if (v.is_boolean() && !v.get<bool>()) return f;
   if (!v.is_object()) fail(where, "expected false or an object {active, shift, groups}, found " + nam_json_found(v));
-  f.active = v.contains("active") ? boolean(v.at("active"), where + ".active") : true;
-  if (v.contains("shift")) f.shift = boolean(v.at("shift"), where + ".shift");
-  f.groups = positive(v, "groups", where, 1);
+  f.active = v.contains("active") ? nam_boolean(v.at("active"), where + ".active") : true;
+  if (v.contains("shift")) f.shift = nam_boolean(v.at("shift"), where + ".shift");
+  f.groups = nam_positive(v, "groups", where, 1);
   return f;
 }
 
@@ -104,11 +84,11 @@ void check_groups(int64_t in, int64_t out, int64_t groups, const std::string& wh
 NamLayerArraySpec array_from(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) fail(where, "expected an object (a layer array), found " + nam_json_found(j));
   NamLayerArraySpec a;
-  a.input_size = positive(j, "input_size", where);
-  a.condition_size = positive(j, "condition_size", where);
-  a.channels = positive(j, "channels", where);
-  a.bottleneck = positive(j, "bottleneck", where, a.channels);
-  const std::vector<int64_t> dilations = nam_integers(required(j, "dilations", where), where + ".dilations");
+  a.input_size = nam_positive(j, "input_size", where);
+  a.condition_size = nam_positive(j, "condition_size", where);
+  a.channels = nam_positive(j, "channels", where);
+  a.bottleneck = nam_positive(j, "bottleneck", where, a.channels);
+  const std::vector<int64_t> dilations = nam_integers(nam_required(j, "dilations", where), where + ".dilations");
   if (dilations.empty()) fail(where + ".dilations", "is empty: a layer array needs at least one layer");
   const size_t n = dilations.size();
   if (static_cast<int64_t>(n) > kWaveNetLimits.layers_per_array)
@@ -127,7 +107,7 @@ NamLayerArraySpec array_from(const nlohmann::json& j, const std::string& where) 
     kernels = nam_integers(j.at("kernel_sizes"), where + ".kernel_sizes");
     if (kernels.size() != n) fail(where + ".kernel_sizes", "has " + std::to_string(kernels.size()) + " entries for " + std::to_string(n) + " dilations");
   } else {
-    kernels.assign(n, positive(j, "kernel_size", where));
+    kernels.assign(n, nam_positive(j, "kernel_size", where));
   }
   for (size_t i = 0; i < n; ++i)
     if (kernels[i] < 1) fail(where + ".kernel_sizes[" + std::to_string(i) + "]", "must be >= 1, found " + std::to_string(kernels[i]));
@@ -135,24 +115,24 @@ NamLayerArraySpec array_from(const nlohmann::json& j, const std::string& where) 
   if (j.contains("head") && !j.at("head").is_null()) {
     const nlohmann::json& h = j.at("head");
     if (!h.is_object()) fail(where + ".head", "expected an object {out_channels, kernel_size, bias}, found " + nam_json_found(h));
-    a.head_size = positive(h, "out_channels", where + ".head");
-    a.head_kernel = positive(h, "kernel_size", where + ".head");
-    a.head_dilation = positive(h, "head_dilation", where + ".head", 1);
+    a.head_size = nam_positive(h, "out_channels", where + ".head");
+    a.head_kernel = nam_positive(h, "kernel_size", where + ".head");
+    a.head_dilation = nam_positive(h, "head_dilation", where + ".head", 1);
     if (a.head_dilation > kWaveNetLimits.dilation)
       fail(where + ".head", "head_dilation " + std::to_string(a.head_dilation) + "; the limit is " + std::to_string(kWaveNetLimits.dilation));
-    a.head_bias = boolean(required(h, "bias", where + ".head"), where + ".head.bias");
+    a.head_bias = nam_boolean(nam_required(h, "bias", where + ".head"), where + ".head.bias");
   } else {
-    a.head_size = positive(j, "head_size", where);
-    a.head_bias = boolean(required(j, "head_bias", where), where + ".head_bias");
+    a.head_size = nam_positive(j, "head_size", where);
+    a.head_bias = nam_boolean(nam_required(j, "head_bias", where), where + ".head_bias");
   }
   // Activations and gating, per layer.
-  const std::vector<nlohmann::json> activations = per_layer(required(j, "activation", where), n, where + ".activation");
+  const std::vector<nlohmann::json> activations = per_layer(nam_required(j, "activation", where), n, where + ".activation");
   std::vector<Gating> gating(n, Gating::None);
   if (j.contains("gating_mode") && !j.at("gating_mode").is_null()) {
     const std::vector<nlohmann::json> g = per_layer(j.at("gating_mode"), n, where + ".gating_mode");
     for (size_t i = 0; i < n; ++i) gating[i] = gating_from(g[i], where + ".gating_mode" + (j.at("gating_mode").is_array() ? "[" + std::to_string(i) + "]" : ""));
   } else if (j.contains("gated") && !j.at("gated").is_null()) {  // 0.5: gated with Sigmoid gates
-    if (boolean(j.at("gated"), where + ".gated")) gating.assign(n, Gating::Gated);
+    if (nam_boolean(j.at("gated"), where + ".gated")) gating.assign(n, Gating::Gated);
   }
   std::vector<nlohmann::json> secondary(n, nullptr);
   if (j.contains("secondary_activation") && !j.at("secondary_activation").is_null())
@@ -168,20 +148,20 @@ NamLayerArraySpec array_from(const nlohmann::json& j, const std::string& where) 
       l.secondary = activation_from_json(secondary[i], where + ".secondary_activation" + (j.at("secondary_activation").is_array() ? "[" + std::to_string(i) + "]" : ""));
     a.layers.push_back(l);
   }
-  a.groups_input = positive(j, "groups_input", where, 1);
-  a.groups_input_mixin = positive(j, "groups_input_mixin", where, 1);
+  a.groups_input = nam_positive(j, "groups_input", where, 1);
+  a.groups_input_mixin = nam_positive(j, "groups_input_mixin", where, 1);
   if (j.contains("layer1x1") && !j.at("layer1x1").is_null()) {
     const nlohmann::json& o = j.at("layer1x1");
     if (!o.is_object()) fail(where + ".layer1x1", "expected an object {active, groups}, found " + nam_json_found(o));
-    a.layer1x1 = boolean(required(o, "active", where + ".layer1x1"), where + ".layer1x1.active");
-    a.layer1x1_groups = positive(o, "groups", where + ".layer1x1");
+    a.layer1x1 = nam_boolean(nam_required(o, "active", where + ".layer1x1"), where + ".layer1x1.active");
+    a.layer1x1_groups = nam_positive(o, "groups", where + ".layer1x1");
   }
   if (j.contains("head1x1") && !j.at("head1x1").is_null()) {
     const nlohmann::json& o = j.at("head1x1");
     if (!o.is_object()) fail(where + ".head1x1", "expected an object {active, out_channels, groups}, found " + nam_json_found(o));
-    a.head1x1 = boolean(required(o, "active", where + ".head1x1"), where + ".head1x1.active");
-    a.head1x1_out = positive(o, "out_channels", where + ".head1x1");
-    a.head1x1_groups = positive(o, "groups", where + ".head1x1");
+    a.head1x1 = nam_boolean(nam_required(o, "active", where + ".head1x1"), where + ".head1x1.active");
+    a.head1x1_out = nam_positive(o, "out_channels", where + ".head1x1");
+    a.head1x1_groups = nam_positive(o, "groups", where + ".head1x1");
   }
   for (int s = 0; s < kFilmSites; ++s)
     if (j.contains(film_key(s))) a.film[static_cast<size_t>(s)] = film_from(j.at(film_key(s)), where + "." + film_key(s));
@@ -309,7 +289,7 @@ NamWaveNetSpec nam_wavenet_from_json(const nlohmann::json& config, const std::st
   NamWaveNetSpec spec;
   spec.new_style = version.rfind("0.5.", 0) != 0;
   spec.source = config;
-  const nlohmann::json& layers = required(config, "layers", "");
+  const nlohmann::json& layers = nam_required(config, "layers", "");
   if (!layers.is_array() || layers.empty()) fail("layers", "expected a non-empty list of layer arrays, found " + nam_json_found(layers));
   if (static_cast<int64_t>(layers.size()) > kWaveNetLimits.arrays)
     fail("layers", std::to_string(layers.size()) + " layer arrays; the limit is " + std::to_string(kWaveNetLimits.arrays));
@@ -320,15 +300,15 @@ NamWaveNetSpec nam_wavenet_from_json(const nlohmann::json& config, const std::st
     const nlohmann::json& h = config.at("head");
     if (!h.is_object()) fail("head", "expected null or an object {channels, out_channels, kernel_sizes, activation}, found " + nam_json_found(h));
     NamPostHeadSpec p;
-    p.channels = positive(h, "channels", "head");
-    p.out_channels = positive(h, "out_channels", "head");
-    p.kernel_sizes = nam_integers(required(h, "kernel_sizes", "head"), "head.kernel_sizes");
+    p.channels = nam_positive(h, "channels", "head");
+    p.out_channels = nam_positive(h, "out_channels", "head");
+    p.kernel_sizes = nam_integers(nam_required(h, "kernel_sizes", "head"), "head.kernel_sizes");
     if (p.kernel_sizes.empty()) fail("head.kernel_sizes", "is empty");
     if (static_cast<int64_t>(p.kernel_sizes.size()) > kWaveNetLimits.layers_per_array)
       fail("head.kernel_sizes", std::to_string(p.kernel_sizes.size()) + " stages; the limit is " + std::to_string(kWaveNetLimits.layers_per_array));
     for (int64_t k : p.kernel_sizes)
       if (k < 1 || k > kWaveNetLimits.kernel_size) fail("head.kernel_sizes", std::to_string(k) + " is not within 1 to " + std::to_string(kWaveNetLimits.kernel_size));
-    p.activation = activation_from_json(required(h, "activation", "head"), "head.activation");
+    p.activation = activation_from_json(nam_required(h, "activation", "head"), "head.activation");
     if (p.activation.type == "PReLU" && p.activation.params.size() != 1)
       fail("head.activation", "PReLU in the head after the arrays takes one slope (its stages differ in width)");
     if (p.channels > kWaveNetLimits.channels || p.out_channels > kWaveNetLimits.channels) fail("head", "more channels than the limit of " + std::to_string(kWaveNetLimits.channels));
@@ -338,7 +318,7 @@ NamWaveNetSpec nam_wavenet_from_json(const nlohmann::json& config, const std::st
     for (const NamLayerArraySpec& a : spec.arrays)
       if (!a.slimmable_channels.empty()) fail("head", "a slimmable WaveNet cannot have a head after its layer arrays (the NAM core refuses it)");
   }
-  spec.head_scale = number(required(config, "head_scale", ""), "head_scale");
+  spec.head_scale = number(nam_required(config, "head_scale", ""), "head_scale");
   if (config.contains("condition_dsp") && !config.at("condition_dsp").is_null()) {
     if (depth >= kNamNestingLimit) fail("condition_dsp", "nested more than " + std::to_string(kNamNestingLimit) + " deep");
     spec.condition_dsp = std::make_shared<NamFileModel>(nam_model_from_json(config.at("condition_dsp"), "condition_dsp", depth + 1));

@@ -1,5 +1,6 @@
 // Any .nam WaveNet, real-time or offline (wavenet_dsp.h).
 #include "experiments/amp/wavenet_dsp.h"
+#include "experiments/amp/row_activation.h"
 
 #include <algorithm>
 #include <cstring>
@@ -110,37 +111,6 @@ struct Film {
     conv.run(c, c_stride, scratch, s_stride, n, false);
     for (int64_t r = 0; r < dim; ++r)
       dsp::scale_shift(x + r * x_stride, scratch + r * s_stride, shift ? scratch + (dim + r) * s_stride : nullptr, x + r * x_stride, n);
-  }
-};
-
-// An activation for each row (PReLU has a slope per channel).
-struct RowActivation {
-  dsp::Elementwise f;
-  std::vector<float> slopes;  // PReLU
-  void set(const ActivationSpec& a) {
-    using dsp::Kind;
-    static const std::pair<const char*, Kind> kinds[] = {
-        {"Tanh", Kind::Tanh},       {"Fasttanh", Kind::FastTanh}, {"Hardtanh", Kind::Hardtanh}, {"LeakyHardtanh", Kind::LeakyHardtanh},
-        {"ReLU", Kind::ReLU},       {"LeakyReLU", Kind::LeakyReLU}, {"PReLU", Kind::PReLU},   {"Sigmoid", Kind::Sigmoid},
-        {"SiLU", Kind::SiLU},       {"Hardswish", Kind::Hardswish}, {"Softsign", Kind::Softsign}};
-    bool found = false;
-    for (const auto& [name, kind] : kinds)
-      if (a.type == name) f.kind = kind, found = true;
-    if (!found) throw std::invalid_argument("WaveNet: activation '" + a.type + "' has no kernel");
-    if (f.kind == Kind::PReLU) {
-      slopes.assign(a.params.begin(), a.params.end());
-    } else if (f.kind == Kind::Hardtanh) {
-      f.p[0] = -1.0f, f.p[1] = 1.0f;
-    } else {
-      for (size_t i = 0; i < a.params.size() && i < 4; ++i) f.p[i] = static_cast<float>(a.params[i]);
-    }
-  }
-  void apply(float* x, int64_t stride, int64_t rows, int64_t n) const {
-    for (int64_t r = 0; r < rows; ++r) {
-      dsp::Elementwise g = f;
-      if (!slopes.empty()) g.p[0] = slopes[slopes.size() == 1 ? 0 : static_cast<size_t>(r)];
-      dsp::apply(g, x + r * stride, n);
-    }
   }
 };
 
