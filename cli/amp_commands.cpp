@@ -203,7 +203,13 @@ void add_amp_commands(CLI::App& app) {
                   "Start an LSTM from its stored state (as NAM's Python does), not after the plugin's half second of zeros");
   auto rate = std::make_shared<int>(0);
   infer->add_option("--rate", *rate, "Sample rate of the output WAV (default: the input's)");
-  infer->callback([source, in, out, options, rate] {
+  auto tanh = std::make_shared<std::string>("exact");
+  infer->add_option("--tanh", *tanh,
+                    "exact, or fast: tanh as the NAM plugin plays it (its core's fast approximation, which the plugin turns on)")
+      ->check(CLI::IsMember({"exact", "fast"}))
+      ->capture_default_str();
+  infer->callback([source, in, out, options, rate, tanh] {
+    options->fast_tanh = *tanh == "fast";
     amp::AmpModel m = load_model(*source);
     // Streamed, a block of the input at a time (read, resampled, processed, resampled, written), so
     // that memory does not grow with the file's length; the output is the same as processing the
@@ -259,8 +265,9 @@ void add_amp_commands(CLI::App& app) {
     writer.commit();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double duration = static_cast<double>(model_samples) / model_rate;
-    std::printf("%s: %.2f s of audio in %.2f s: %.1fx real time (chunk %lld, %s)\n", out->c_str(), duration, seconds,
-                duration / std::max(seconds, 1e-9), static_cast<long long>(options->chunk), options->mode.c_str());
+    std::printf("%s: %.2f s of audio in %.2f s: %.1fx real time (chunk %lld, %s%s)\n", out->c_str(), duration, seconds,
+                duration / std::max(seconds, 1e-9), static_cast<long long>(options->chunk), options->mode.c_str(),
+                options->fast_tanh ? ", fast tanh" : "");
   });
 }
 
