@@ -83,7 +83,7 @@ std::string preset_of(const amp::AmpModel& m) {
           std::abs(preset.head_scale - c.head_scale) <= 1e-6 * preset.head_scale)
         return p;
     }
-  } else {
+  } else if (m.lstm) {  // a ConvNet or Linear model is recorded by its config (model.nam_config)
     for (const std::string& p : amp::lstm_preset_names())
       if (amp::lstm_config_to_json(amp::lstm_preset(p)) == amp::lstm_config_to_json(m.lstm->config())) return p;
   }
@@ -169,12 +169,14 @@ void add_amp_commands(CLI::App& app) {
     // The recorded config says how to rebuild the model, and keeps the file's version and
     // metadata (name, modeled_by, gear, loudness, ...) so that `export nam` writes them back.
     config::Node cfg = config::Node::mapping();
-    cfg.set_path("model.architecture", config::Node::string(m.is_wavenet() ? "wavenet" : "lstm"));
+    cfg.set_path("model.architecture", config::Node::string(m.is_wavenet() ? "wavenet" : m.convnet ? "convnet" : m.linear ? "linear" : "lstm"));
     if (!preset.empty()) cfg.set_path("model.preset", config::Node::string(preset));
     else
       cfg.set_path("model.nam_config", config::Node::string(
                                            (m.general   ? amp::nam_wavenet_to_json(m.general->exported_spec())
                                             : m.wavenet ? amp::wavenet_config_to_json(m.wavenet->config())
+                                            : m.convnet ? amp::convnet_config_to_json(m.convnet->config())
+                                            : m.linear  ? amp::linear_config_to_json(m.linear->config())
                                                         : amp::lstm_config_to_json(m.lstm->config()))
                                                .dump()));
     cfg.set_path("amp.sample_rate", config::Node::floating(m.sample_rate));

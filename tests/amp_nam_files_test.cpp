@@ -534,4 +534,48 @@ TEST(AmpNamFiles, TheTrainableModuleEqualsTheEngine) {
   }
 }
 
+// ConvNet and Linear train as LibTorch modules: each file imported as one computes (in float64,
+// eval mode, the history zero-padded) what the core played, and exports the file's weights back
+// (Linear's taps reversed twice: LibTorch's conv is a cross-correlation, the file an impulse
+// response). A module made here, with batch norm statistics of its own, plays through the engine
+// as it computes.
+TEST(AmpNamFiles, ConvNetAndLinearModulesEqualTheCore) {
+  const std::vector<float> input = read_mono(kDir + "/input.wav");
+  const int64_t n = 9000;
+  const auto module_output = [&](AmpModel& m, const std::vector<float>& x) {
+    m.module().eval();
+    m.module().to(torch::kFloat64);
+    const int64_t rf = m.receptive_field();
+    const at::Tensor padded = at::cat({at::zeros({rf - 1}, at::kDouble), at::tensor(x).to(at::kDouble)});
+    torch::NoGradGuard no_grad;
+    return m.forward(padded.view({1, 1, -1})).view({-1});
+  };
+  const auto rel = [](const at::Tensor& a, const at::Tensor& b) {
+    return ((a - b).square().mean().sqrt() / b.square().mean().sqrt()).item<double>();
+  };
+  const std::vector<float> x(input.begin(), input.begin() + n);
+  for (const char* name : {"convnet", "convnet_nobn", "linear", "linear_long"}) {
+    const NamFileModel file = read_nam_file(kDir + "/models/" + std::string(name) + ".nam");
+    AmpModel m = amp_model_of(file);
+    ASSERT_TRUE(m.trainable()) << name;
+    const std::vector<float> core = read_mono(kDir + "/core-output/" + std::string(name) + ".wav");
+    const at::Tensor expected = at::tensor(std::vector<float>(core.begin(), core.begin() + n)).to(at::kDouble);
+    EXPECT_LE(rel(module_output(m, x), expected), 1e-5) << name;
+    m.module().to(torch::kFloat32);
+    EXPECT_EQ(m.to_nam().weights, file.weights) << name;
+  }
+  for (const char* architecture : {"convnet", "linear"}) {
+    AmpModel m = make_amp_model(architecture, architecture == std::string("convnet") ? "small" : "short");
+    torch::manual_seed(3);
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& b : m.module().named_buffers())  // statistics other than 0 and 1
+        if (b.value().is_floating_point()) b.value().copy_(b.value() + 0.3 * torch::rand_like(b.value()));
+    }
+    const NamFileModel exported = m.to_nam();
+    const at::Tensor played = at::tensor(play(exported, x, 64)).to(at::kDouble);
+    EXPECT_LE(rel(played, module_output(m, x)), 1e-5) << architecture;
+  }
+}
+
 }  // namespace

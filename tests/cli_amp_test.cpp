@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "data/audio_io.h"
@@ -295,6 +296,42 @@ TEST(CliAmp, LstmTrainsAndExports) {
   EXPECT_EQ(m["sample_rate"], 44100.0);
   const Result infer = wavetrain_in(dir, "infer lstm.nam dry.wav -o out.wav --chunk 3000");
   ASSERT_EQ(infer.exit_code, 0) << infer.err;
+}
+
+// NAM's ConvNet and Linear train too (their presets), and export files the NAM plugin reads
+// (AmpNamFiles.ConvNetAndLinearModulesEqualTheCore: the module computes what the core plays).
+TEST(CliAmp, ConvNetAndLinearTrainAndExport) {
+  const fs::path dir = fresh_amp("convnet_linear");
+  write_capture(dir);
+  ASSERT_EQ(wavetrain_in(dir, "data amp --input dry.wav --output amp.wav -o capture.h5 --valid-seconds 1.5").exit_code, 0);
+  for (const auto& [architecture, preset, weights] : std::vector<std::tuple<std::string, std::string, size_t>>{
+           {"convnet", "small", 8 * 2 + 33 + 7 * (8 * 8 * 2 + 33) + 9}, {"linear", "short", 65}}) {
+    const Result train = wavetrain_in(dir, "train +experiment=amp amp.data=capture.h5 model.architecture=" + architecture +
+                                               " model.preset=" + preset + " trainer.max_epochs=3 trainer.batch_size=8 run.dir=" + architecture);
+    ASSERT_EQ(train.exit_code, 0) << train.err;
+    // It learns: the validation ESR of each epoch (metrics.csv's third column) below the one before.
+    std::ifstream metrics(dir / architecture / "metrics.csv");
+    std::vector<double> esr;
+    for (std::string line; std::getline(metrics, line);) {
+      const size_t a = line.find(','), b = line.find(',', a + 1), c = line.find(',', b + 1);
+      if (line.rfind("step", 0) != 0 && c != b + 1) esr.push_back(std::stod(line.substr(b + 1, c - b - 1)));
+    }
+    ASSERT_EQ(esr.size(), 3u) << architecture;
+    EXPECT_LT(esr[1], esr[0]) << architecture;
+    EXPECT_LT(esr[2], esr[1]) << architecture;
+    const Result exported = wavetrain_in(dir, "export nam " + architecture + "/checkpoints/last.ckpt -o " + architecture + ".nam");
+    ASSERT_EQ(exported.exit_code, 0) << exported.err;
+    std::ifstream nam(dir / (architecture + ".nam"));
+    const nlohmann::json m = nlohmann::json::parse(nam);
+    EXPECT_EQ(m["architecture"], architecture == "convnet" ? "ConvNet" : "Linear");
+    EXPECT_EQ(m["weights"].size(), weights) << architecture;
+    EXPECT_EQ(m["version"], "0.5.4");
+    // Imported and exported again: the same file.
+    ASSERT_EQ(wavetrain_in(dir, "import nam " + architecture + ".nam -o " + architecture + ".ckpt").exit_code, 0);
+    ASSERT_EQ(wavetrain_in(dir, "export nam " + architecture + ".ckpt -o " + architecture + "_again.nam").exit_code, 0);
+    std::ifstream nam_again(dir / (architecture + "_again.nam"));
+    EXPECT_EQ(nlohmann::json::parse(nam_again)["weights"], m["weights"]) << architecture;
+  }
 }
 
 }  // namespace

@@ -52,6 +52,8 @@ torch::nn::Module& AmpModel::module() {
   if (wavenet) return *wavenet;
   if (general) return *general;
   if (lstm) return *lstm;
+  if (convnet) return *convnet;
+  if (linear) return *linear;
   throw std::invalid_argument("this " + architecture + " model is played from its .nam file; the trainer does not build it");
 }
 
@@ -59,12 +61,16 @@ at::Tensor AmpModel::forward(const at::Tensor& x) {
   if (wavenet) return wavenet->forward(x);
   if (general) return general->forward(x);
   if (lstm) return lstm->forward(x);
+  if (convnet) return convnet->forward(x);
+  if (linear) return linear->forward(x);
   throw std::invalid_argument("this " + architecture + " model is played from its .nam file; the trainer does not build it");
 }
 
 int64_t AmpModel::receptive_field() const {
   if (wavenet) return wavenet->receptive_field();
   if (general) return general->receptive_field();
+  if (convnet) return convnet->receptive_field();
+  if (linear) return linear->receptive_field();
   return file ? file->receptive_field() : 1;
 }
 
@@ -72,6 +78,8 @@ std::vector<at::Tensor> AmpModel::module_parameters() const {
   if (wavenet) return wavenet->parameters();
   if (general) return general->parameters();
   if (lstm) return lstm->parameters();
+  if (convnet) return convnet->parameters();
+  if (linear) return linear->parameters();
   return {};
 }
 
@@ -105,6 +113,12 @@ NamFileModel AmpModel::to_nam() const {
       char text[32];
       const auto end = std::to_chars(text, text + sizeof(text), f.weights.back()).ptr;
       f.wavenet.head_scale = std::stod(std::string(text, end));
+    } else if (convnet) {
+      f.convnet = convnet->config();
+      f.weights = convnet->export_weights();
+    } else if (linear) {
+      f.linear = linear->config();
+      f.weights = linear->export_weights();
     } else {
       f.lstm = lstm->config();
       f.weights = lstm->export_weights();
@@ -144,8 +158,18 @@ AmpModel make_amp_model(const std::string& architecture, const std::string& pres
     m.architecture = "LSTM";
     if (!activation.empty() || !gating.empty()) throw std::invalid_argument("model.activation and model.gating are for WaveNets, not the LSTM");
     m.lstm = Lstm(lstm_preset(preset));
+  } else if (architecture == "convnet") {
+    m.architecture = "ConvNet";
+    if (!gating.empty()) throw std::invalid_argument("model.gating is for WaveNets, not the ConvNet");
+    ConvNetConfig c = convnet_preset(preset);
+    if (!activation.empty()) c.activation = ActivationSpec{activation, activation == "LeakyReLU" ? std::vector<double>{0.01} : std::vector<double>{}};
+    m.convnet = ConvNetModule(c);
+  } else if (architecture == "linear") {
+    m.architecture = "Linear";
+    if (!activation.empty() || !gating.empty()) throw std::invalid_argument("model.activation and model.gating are not for the Linear model");
+    m.linear = LinearModule(linear_preset(preset));
   } else {
-    throw std::invalid_argument("model.architecture '" + architecture + "' is not one of wavenet, lstm");
+    throw std::invalid_argument("model.architecture '" + architecture + "' is not one of wavenet, lstm, convnet, linear");
   }
   m.sample_rate = sample_rate;
   return m;
@@ -186,6 +210,14 @@ AmpModel amp_model_of(const NamFileModel& f) {
   } else if (f.architecture == "LSTM") {
     m.lstm = Lstm(f.lstm);
     m.lstm->import_weights(f.weights);
+    return m;
+  } else if (f.architecture == "ConvNet") {
+    m.convnet = ConvNetModule(f.convnet);
+    m.convnet->import_weights(f.weights);
+    return m;
+  } else if (f.architecture == "Linear") {
+    m.linear = LinearModule(f.linear);
+    m.linear->import_weights(f.weights);
     return m;
   }
   m.file = std::make_shared<NamFileModel>(f);

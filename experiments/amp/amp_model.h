@@ -21,6 +21,7 @@
 #include <memory>
 #include <vector>
 
+#include "experiments/amp/conv_modules.h"
 #include "experiments/amp/lstm.h"
 #include "experiments/amp/nam_file.h"
 #include "experiments/amp/nam_wavenet_module.h"
@@ -33,6 +34,8 @@ struct AmpModel {
   WaveNet wavenet{nullptr};  // trainable models: one of these (the classic WaveNet has the fast
   NamWaveNet general{nullptr};  // CPU kernels; any other WaveNet is `general`)
   Lstm lstm{nullptr};
+  ConvNetModule convnet{nullptr};  // NAM's ConvNet and Linear (conv_modules.h)
+  LinearModule linear{nullptr};
   // A model the trainer does not build (nam_wavenet.h's classic_of() says why): its file as read.
   std::shared_ptr<const NamFileModel> file;
   double sample_rate = 48000;
@@ -44,9 +47,11 @@ struct AmpModel {
   nlohmann::json nam_extra = nlohmann::json::object();  // the file's other top-level keys, kept
   nlohmann::json nam_config;  // a classic WaveNet's config as its file gave it (null: write it anew)
 
-  bool trainable() const { return wavenet || general || lstm; }
+  bool trainable() const { return wavenet || general || lstm || convnet || linear; }
   bool is_wavenet() const { return wavenet || general; }
-  // [B][1][L] -> [B][1][L - receptive_field + 1] (WaveNets), [B][1][L] (the LSTM)
+  // A model with a receptive field (every trainable one but the LSTM, which has state instead).
+  bool is_convolutional() const { return wavenet || general || convnet || linear; }
+  // [B][1][L] -> [B][1][L - receptive_field + 1] (convolutional), [B][1][L] (the LSTM)
   at::Tensor forward(const at::Tensor& x);
   torch::nn::Module& module();      // throws for a file-only model
   int64_t receptive_field() const;  // 1 for the LSTM (it has state instead)
@@ -56,8 +61,8 @@ struct AmpModel {
   NamFileModel to_nam() const;
 };
 
-// architecture "wavenet" (presets standard, lite, feather, nano, a2, a2_small) or "lstm" (1x24, 2x8,
-// 1x16, 1x12). For a WaveNet, `activation` (a name the core knows, e.g. LeakyReLU, SiLU) and
+// architecture "wavenet" (presets standard, lite, feather, nano, a2, a2_small), "lstm" (1x24, 2x8,
+// 1x16, 1x12), "convnet" (standard, small) or "linear" (standard, short). For a WaveNet, `activation` (a name the core knows, e.g. LeakyReLU, SiLU) and
 // `gating` (none, gated, blended) replace every layer's ("" keeps the preset's).
 AmpModel make_amp_model(const std::string& architecture, const std::string& preset, double sample_rate = 48000,
                         const std::string& activation = "", const std::string& gating = "");

@@ -52,7 +52,7 @@ class AmpTask : public Task {
     model_ = amp_model_from_config(cfg, &store);
     // Window starts are summed with these: bounded (2^31 samples is 12 hours at 48 kHz).
     segment_ = cfg.get_int_at_most("amp.segment", 8192, int64_t{1} << 31);
-    context_ = model_.is_wavenet() ? model_.receptive_field() - 1 : cfg.get_int_at_most("amp.burn_in", 4096, int64_t{1} << 31);
+    context_ = model_.is_convolutional() ? model_.receptive_field() - 1 : cfg.get_int_at_most("amp.burn_in", 4096, int64_t{1} << 31);
     if (segment_ < 1) throw config::ConfigError("amp.segment must be >= 1, got " + std::to_string(segment_));
     // Caught here, before a run directory or a step: the STFT's own error names neither key.
     if (segment_ < loss_.min_length())
@@ -93,7 +93,7 @@ class AmpTask : public Task {
   }
 
   at::Tensor forward(const Batch& batch) override {
-    if (model_.is_wavenet()) return model_.forward(batch.input);
+    if (model_.is_convolutional()) return model_.forward(batch.input);
     const at::Tensor y = model_.lstm->forward(batch.input);
     return y.narrow(2, context_, y.size(2) - context_);
   }
@@ -159,9 +159,16 @@ AmpModel amp_model_from_config(const config::Config& cfg, const data::DatasetRea
                               cfg.get_string("model.architecture", "nam_file") + "); infer and export nam read it, training cannot start from it");
   if (cfg.has("model.nam_config")) {  // an imported .nam model that matches no preset: its config
     const nlohmann::json j = nlohmann::json::parse(cfg.get_string("model.nam_config"));
-    if (cfg.get_string("model.architecture") == "lstm") {
+    const std::string architecture = cfg.get_string("model.architecture");
+    if (architecture == "lstm") {
       m.architecture = "LSTM";
       m.lstm = Lstm(lstm_config_from_json(j));
+    } else if (architecture == "convnet") {
+      m.architecture = "ConvNet";
+      m.convnet = ConvNetModule(convnet_config_from_json(j, "model.nam_config"));
+    } else if (architecture == "linear") {
+      m.architecture = "Linear";
+      m.linear = LinearModule(linear_config_from_json(j, "model.nam_config"));
     } else {
       m = wavenet_model_of(nam_wavenet_from_json(j, cfg.get_string("nam.version", "0.5.4")));
     }

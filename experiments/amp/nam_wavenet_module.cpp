@@ -14,6 +14,8 @@ namespace {
 // The last n samples (signals are aligned at their end).
 at::Tensor last(const at::Tensor& t, int64_t n) { return t.narrow(2, t.size(2) - n, n); }
 
+}  // namespace
+
 at::Tensor activate(const ActivationSpec& a, const at::Tensor& x) {
   const std::string& t = a.type;
   if (t == "Tanh") return at::tanh(x);
@@ -38,10 +40,8 @@ at::Tensor activate(const ActivationSpec& a, const at::Tensor& x) {
   if (t == "SiLU") return x * at::sigmoid(x);
   if (t == "Hardswish") return x * at::clamp(x + 3.0, 0.0, 6.0) / 6.0;
   if (t == "Softsign") return x / (1 + x.abs());
-  throw std::invalid_argument("WaveNet: activation '" + t + "' has no LibTorch form");
+  throw std::invalid_argument("activation '" + t + "' has no LibTorch form");
 }
-
-}  // namespace
 
 NamWaveNetImpl::Conv NamWaveNetImpl::make_conv(const std::string& name, int64_t in, int64_t out, int64_t kernel, int64_t dilation,
                                                int64_t groups, bool bias) {

@@ -25,6 +25,9 @@
 
 namespace wavetrain::experiments::amp {
 
+// A .nam activation on a LibTorch tensor ([B][C][L]; PReLU's slopes per channel).
+at::Tensor activate(const ActivationSpec& a, const at::Tensor& x);
+
 class NamWaveNetImpl : public torch::nn::Module {
  public:
   // Weights start like PyTorch's Conv1d (uniform, +-1/sqrt(fan_in)); a condition_dsp gets its
