@@ -370,7 +370,8 @@ int run_train(const TrainOptions& opt) {
     // Before any rank starts (with trainer.devices=N each would say it again).
     if (in_run_dir && !std::filesystem::is_regular_file(std::filesystem::path(run_dir) / ".wavetrain" / "config.yaml"))
       throw std::runtime_error("Cannot resume in '" + run_dir + "': it is not a wavetrain run directory (no .wavetrain/config.yaml)");
-    if (in_run_dir && !std::filesystem::exists(ckpt) &&
+    // (A run that a live process holds may not have saved one yet: opening it says who holds it.)
+    if (in_run_dir && !std::filesystem::exists(ckpt) && !run_directory_holder(run_dir) &&
         std::filesystem::is_regular_file(std::filesystem::path(run_dir) / ".wavetrain" / "config.yaml")) {
       const bool has_last = std::filesystem::exists(std::filesystem::path(run_dir) / "checkpoints" / "last.ckpt");
       if (resume == "best" && has_last)
