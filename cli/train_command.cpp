@@ -38,6 +38,8 @@
 #include "trainer/threads.h"
 #include "trainer/torch_compat.h"
 #include "trainer/trainer.h"
+#include "experiments/amp/amp_task.h"
+#include "experiments/asr/asr_task.h"
 #include "experiments/common/data_config.h"
 #include "trainer/sweep/run_directory.h"
 #include "wavetrain_build_config.h"
@@ -225,6 +227,8 @@ void check_config_keys(const config::Node& composed, const std::vector<std::stri
   const config::Config cfg(composed);
   cfg.check(trainer_config_keys());
   cfg.check(experiments::data_config_keys());
+  cfg.check(experiments::amp::amp_config_keys());
+  cfg.check(experiments::asr::asr_config_keys());
 }
 
 // sweep.* and launcher.* of a composed config, checked.

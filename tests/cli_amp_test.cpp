@@ -573,19 +573,23 @@ TEST(CliAmpStore, AmpTaskTrainsOnEveryTrainingItem) {
   EXPECT_TRUE(at::equal(last.target[1][0], b.narrow(0, 1500, 1000)));
 }
 
+// A capture store of one 5000-sample ramp in each split (input = target), with a sample_rate
+// attribute unless `rate` is 0: for the tests of what the amp task checks when it is built.
+std::string write_ramp_store(const fs::path& dir, int64_t rate) {
+  const std::string p = (dir / "c.h5").string();
+  const at::Tensor a = at::arange(5000, at::kFloat) / 5000;
+  wavetrain::data::DatasetWriter w(p);
+  w.add("train", {{"input", a}, {"target", a}});
+  w.add("valid", {{"input", a}, {"target", a}});
+  if (rate > 0) w.set_attribute("sample_rate", rate);
+  w.finish();
+  return p;
+}
+
 // A rate that no .nam file may have (a typo, a damaged store) is refused before training, not
 // found at export time.
 TEST(CliAmpStore, AmpTaskRefusesARateNoNamFileMayHave) {
-  const fs::path dir = fresh_amp("store_rate");
-  const std::string p = (dir / "c.h5").string();
-  const at::Tensor a = at::arange(5000, at::kFloat) / 5000;
-  {
-    wavetrain::data::DatasetWriter w(p);
-    w.add("train", {{"input", a}, {"target", a}});
-    w.add("valid", {{"input", a}, {"target", a}});
-    w.set_attribute("sample_rate", int64_t{800});
-    w.finish();
-  }
+  const std::string p = write_ramp_store(fresh_amp("store_rate"), 800);
   for (const auto& [extra, message] : std::vector<std::pair<std::string, std::string>>{
            {"", "the capture store's sample_rate: 800 Hz is outside 1000 to 768000 Hz"},
            {"  sample_rate: 1.0\n", "amp.sample_rate (test:5): 1 Hz is outside 1000 to 768000 Hz"}}) {
@@ -603,15 +607,7 @@ TEST(CliAmpStore, AmpTaskRefusesARateNoNamFileMayHave) {
 // A segment shorter than the loss's largest STFT needs is refused when the task is built, naming
 // amp.segment and the FFT size (the first step's STFT error named neither).
 TEST(CliAmpStore, AmpTaskRefusesASegmentTooShortForTheLoss) {
-  const fs::path dir = fresh_amp("store_segment");
-  const std::string p = (dir / "c.h5").string();
-  const at::Tensor a = at::arange(5000, at::kFloat) / 5000;
-  {
-    wavetrain::data::DatasetWriter w(p);
-    w.add("train", {{"input", a}, {"target", a}});
-    w.add("valid", {{"input", a}, {"target", a}});
-    w.finish();
-  }
+  const std::string p = write_ramp_store(fresh_amp("store_segment"), 0);
   const auto task_error = [&p](const std::string& amp_keys) -> std::string {
     const wavetrain::config::Config cfg(wavetrain::config::load_yaml_string(
         "amp:\n  data: " + p + "\n  burn_in: 500\n" + amp_keys + "model:\n  architecture: lstm\n  preset: 1x12\n", "t.yaml"));
@@ -637,16 +633,7 @@ TEST(CliAmpStore, AmpTaskRefusesASegmentTooShortForTheLoss) {
 // The rate a model got from its capture store is recorded in its checkpoints' config (where a
 // model loaded without the store finds it); one the config gave stays as given.
 TEST(CliAmpStore, AmpTaskRecordsTheCapturesSampleRate) {
-  const fs::path dir = fresh_amp("store_rate_recorded");
-  const std::string p = (dir / "c.h5").string();
-  const at::Tensor a = at::arange(5000, at::kFloat) / 5000;
-  {
-    wavetrain::data::DatasetWriter w(p);
-    w.add("train", {{"input", a}, {"target", a}});
-    w.add("valid", {{"input", a}, {"target", a}});
-    w.set_attribute("sample_rate", int64_t{44100});
-    w.finish();
-  }
+  const std::string p = write_ramp_store(fresh_amp("store_rate_recorded"), 44100);
   for (const auto& [extra, expected] : std::vector<std::pair<std::string, double>>{{"", 44100.0}, {"  sample_rate: 22050\n", 22050.0}}) {
     const wavetrain::config::Node tree = wavetrain::config::load_yaml_string(
         "amp:\n  data: " + p + "\n  segment: 1000\n  burn_in: 500\n" + extra + "model:\n  architecture: lstm\n  preset: 1x12\n", "test");

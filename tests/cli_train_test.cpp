@@ -236,6 +236,9 @@ TEST(CliTrain, IgnoredInputIsRefusedBeforeTheRunStarts) {
        "Override trainer.max_steps@x=1 looks like a config group override, but config group 'trainer.max_steps' does not exist."},
       {"task=toy_regression data.workers=abc", "Value 'abc' could not be converted to int (data.workers, from the command line)"},
       {"task=toy_regression optimizer.lr=fast", "Value 'fast' could not be converted to float (optimizer.lr, from the command line)"},
+      // amp.burn_in is the LSTM's; a WaveNet run does not read it, but it is checked all the same.
+      {"+experiment=amp amp.data=none.h5 amp.burn_in=long", "Value 'long' could not be converted to int (amp.burn_in, from the command line)"},
+      {"task=toy_regression +decoding.beam=wide", "Value 'wide' could not be converted to int (decoding.beam, from the command line)"},
       {"-cd c +experiment=threads", "Value '\u00e9\u2026' could not be converted to int (trainer.threads, from c/experiment/threads.yaml:4)"},
       {"-cd c +experiment=device",
        "trainer.device=1.5 (c/experiment/device.yaml:4): Unknown device '1.5'. Expected one of: auto, cpu, cuda, cuda:N, mps"},

@@ -137,6 +137,15 @@ class AmpTask : public Task {
 
 std::unique_ptr<Task> make_amp_task(const config::Config& cfg) { return std::make_unique<AmpTask>(cfg); }
 
+std::vector<config::KeySpec> amp_config_keys() {
+  using config::ValueType;
+  const ValueType Int = ValueType::Int, Num = ValueType::Number, Str = ValueType::String;
+  return {{"amp.data", Str},           {"amp.segment", Int},          {"amp.burn_in", Int},          {"amp.sample_rate", Num},
+          {"amp.loss.mse", Num},       {"amp.loss.esr", Num},         {"amp.loss.dc", Num},          {"amp.loss.mrstft", Num},
+          {"amp.loss.pre_emphasis", Num}, {"model.architecture", Str}, {"model.preset", Str},        {"model.activation", Str},
+          {"model.gating", Str}};
+}
+
 double capture_sample_rate(const data::DatasetReader& store) { return capture_store_sample_rate(store); }
 
 data::DatasetReader open_capture_store(const config::Config& cfg, size_t cache_items) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "data/hdf5_store.h"
 #include "experiments/amp/amp_model.h"
@@ -10,6 +11,9 @@
 namespace wavetrain::experiments::amp {
 
 std::unique_ptr<Task> make_amp_task(const config::Config& cfg);
+// The types of amp.* and the amp model's model.* keys: checked in every run (a WaveNet run does
+// not read amp.burn_in, and its wrong type would otherwise go unnoticed).
+std::vector<config::KeySpec> amp_config_keys();
 // A capture store's sample rate (its sample_rate attribute; 48000 when it has none).
 double capture_sample_rate(const data::DatasetReader& store);
 

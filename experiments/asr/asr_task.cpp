@@ -377,4 +377,35 @@ TransducerConfig transducer_config_from(const config::Config& cfg, int64_t vocab
 
 std::unique_ptr<Task> make_asr_task(const config::Config& cfg) { return std::make_unique<AsrTask>(cfg); }
 
+std::vector<config::KeySpec> asr_config_keys() {
+  using config::ValueType;
+  const ValueType Int = ValueType::Int, Num = ValueType::Number, Str = ValueType::String, Bool = ValueType::Bool;
+  return {{"asr.data", Str},
+          {"asr.tokenizer", Str},
+          {"asr.train_split", Str},
+          {"asr.valid_split", Str},
+          {"asr.bucket_windows", Int},
+          {"asr.features.cmvn", Bool},
+          {"asr.features.cmvn_utterances", Int},
+          {"asr.augment.speed_perturb", Bool},
+          {"asr.augment.spec_augment", Bool},
+          {"asr.augment.freq_masks", Int},
+          {"asr.augment.freq_mask_width", Int},
+          {"asr.augment.time_masks", Int},
+          {"asr.augment.time_mask_width", Int},
+          {"asr.augment.time_mask_ratio", Num},
+          {"asr.loss.type", Str},
+          {"asr.loss.simple_scale", Num},
+          {"asr.loss.lm_scale", Num},
+          {"asr.loss.am_scale", Num},
+          {"asr.loss.prune_range", Int},
+          {"asr.loss.warm_step", Int},
+          {"asr.loss.ctc_scale", Num},
+          {"model.dropout", Num},
+          {"model.ctc_head", Bool},
+          {"decoding.method", Str},
+          {"decoding.beam", Int},
+          {"decoding.max_sym_per_frame", Int}};
+}
+
 }  // namespace wavetrain::experiments::asr

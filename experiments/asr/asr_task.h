@@ -13,6 +13,9 @@
 namespace wavetrain::experiments::asr {
 
 std::unique_ptr<Task> make_asr_task(const config::Config& cfg);
+// The types of asr.* and decoding.* keys (the model's size keys take null and are checked when
+// read): checked in every run, whether or not it reads them.
+std::vector<config::KeySpec> asr_config_keys();
 
 // What evaluating an ASR run needs beyond Task (the "asr" task implements it): the model, the
 // tokenizer, and the validation split's utterances (asr.valid_split; `wavetrain eval --split`
