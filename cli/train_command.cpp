@@ -229,6 +229,13 @@ void check_config_keys(const config::Node& composed, const std::vector<std::stri
   cfg.check(experiments::data_config_keys());
   cfg.check(experiments::amp::amp_config_keys());
   cfg.check(experiments::asr::asr_config_keys());
+  if (task == "amp") {
+    try {
+      experiments::amp::check_amp_config(cfg);
+    } catch (const std::invalid_argument& e) {  // a loss term: the loss's own words
+      throw config::ConfigError(e.what());
+    }
+  }
 }
 
 // sweep.* and launcher.* of a composed config, checked.

@@ -239,6 +239,10 @@ TEST(CliTrain, IgnoredInputIsRefusedBeforeTheRunStarts) {
       // amp.burn_in is the LSTM's; a WaveNet run does not read it, but it is checked all the same.
       {"+experiment=amp amp.data=none.h5 amp.burn_in=long", "Value 'long' could not be converted to int (amp.burn_in, from the command line)"},
       {"task=toy_regression +decoding.beam=wide", "Value 'wide' could not be converted to int (decoding.beam, from the command line)"},
+      // Checked before the run directory (and before the capture is read).
+      {"+experiment=amp amp.data=none.h5 amp.segment=1024",
+       "amp.segment=1024 (the command line) is too short for the loss: amp.loss.mrstft's largest FFT (2048) after pre_emphasis (one "
+       "sample fewer) needs segments of at least 1026 samples"},
       {"-cd c +experiment=threads", "Value '\u00e9\u2026' could not be converted to int (trainer.threads, from c/experiment/threads.yaml:4)"},
       {"-cd c +experiment=device",
        "trainer.device=1.5 (c/experiment/device.yaml:4): Unknown device '1.5'. Expected one of: auto, cpu, cuda, cuda:N, mps"},

@@ -51,14 +51,9 @@ class AmpTask : public Task {
     valid_y_ = capture.valid_target;
     model_ = amp_model_from_config(cfg, &store);
     // Window starts are summed with these: bounded (2^31 samples is 12 hours at 48 kHz).
+    check_amp_config(cfg);
     segment_ = cfg.get_int_at_most("amp.segment", 8192, int64_t{1} << 31);
     context_ = model_.is_convolutional() ? model_.receptive_field() - 1 : cfg.get_int_at_most("amp.burn_in", 4096, int64_t{1} << 31);
-    if (segment_ < 1) throw config::ConfigError("amp.segment must be >= 1, got " + std::to_string(segment_));
-    // Caught here, before a run directory or a step: the STFT's own error names neither key.
-    if (segment_ < loss_.min_length())
-      throw config::ConfigError("amp.segment=" + std::to_string(segment_) + " (" + cfg.value("amp.segment").origin().str() +
-                                ") is too short for the loss: amp.loss." + loss_.min_length_reason() + " needs segments of at least " +
-                                std::to_string(loss_.min_length()) + " samples");
     int64_t longest = 0;
     for (size_t k = 0; k < train_x_.size(); ++k) {
       const int64_t n = train_x_[k].numel();
@@ -136,6 +131,17 @@ class AmpTask : public Task {
 }  // namespace
 
 std::unique_ptr<Task> make_amp_task(const config::Config& cfg) { return std::make_unique<AmpTask>(cfg); }
+
+void check_amp_config(const config::Config& cfg) {
+  const losses::CombinedLoss loss = loss_from_config(cfg);
+  const int64_t segment = cfg.get_int_at_most("amp.segment", 8192, int64_t{1} << 31);
+  if (segment < 1) throw config::ConfigError("amp.segment must be >= 1, got " + std::to_string(segment));
+  // Caught before a run directory or a step: the STFT's own error named neither key.
+  if (segment < loss.min_length())
+    throw config::ConfigError("amp.segment=" + std::to_string(segment) + " (" + cfg.value("amp.segment").origin().str() +
+                              ") is too short for the loss: amp.loss." + loss.min_length_reason() + " needs segments of at least " +
+                              std::to_string(loss.min_length()) + " samples");
+}
 
 std::vector<config::KeySpec> amp_config_keys() {
   using config::ValueType;

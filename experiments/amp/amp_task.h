@@ -14,6 +14,9 @@ std::unique_ptr<Task> make_amp_task(const config::Config& cfg);
 // The types of amp.* and the amp model's model.* keys: checked in every run (a WaveNet run does
 // not read amp.burn_in, and its wrong type would otherwise go unnoticed).
 std::vector<config::KeySpec> amp_config_keys();
+// What the amp task checks of its config alone, without the capture (train runs it before the run
+// directory is made): the loss terms, and amp.segment against the loss's largest STFT.
+void check_amp_config(const config::Config& cfg);
 // A capture store's sample rate (its sample_rate attribute; 48000 when it has none).
 double capture_sample_rate(const data::DatasetReader& store);
 
