@@ -21,6 +21,9 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "experiments/amp/amp_task.h"
+#include "experiments/asr/asr_task.h"
+#include "experiments/common/data_config.h"
 #include "trainer/config/compose.h"
 #include "trainer/config/config.h"
 #include "trainer/config/sweep.h"
@@ -38,9 +41,6 @@
 #include "trainer/threads.h"
 #include "trainer/torch_compat.h"
 #include "trainer/trainer.h"
-#include "experiments/amp/amp_task.h"
-#include "experiments/asr/asr_task.h"
-#include "experiments/common/data_config.h"
 #include "trainer/sweep/run_directory.h"
 #include "wavetrain_build_config.h"
 
@@ -223,7 +223,8 @@ void check_config_keys(const config::Node& composed, const std::vector<std::stri
   }
   for (const std::string& key : task_config_keys(task)) known.add(key);
   config::check_known_keys(composed, known);
-  // And the types of the trainer's and the data loader's keys, whether or not this task reads them.
+  // And the types of every component's keys (trainer, data loader, amp, asr), whether or not this
+  // task reads them; and what the amp task can check without its capture.
   const config::Config cfg(composed);
   cfg.check(trainer_config_keys());
   cfg.check(experiments::data_config_keys());
@@ -373,17 +374,14 @@ int run_train(const TrainOptions& opt) {
   const std::string resume = cfg.get_string("trainer.resume", "");
   if (!resume.empty()) {
     const bool in_run_dir = resume == "last" || resume == "best";
-    const std::string ckpt = resume_checkpoint(cfg, in_run_dir ? cfg.get_string("run.dir") : "");
-    // A run killed before its first checkpoint has nothing to continue from: said before the run
-    // directory is opened, which would add a resume-N record for an attempt that cannot start.
-    // (Without .wavetrain/config.yaml, the run directory's own check below says what is missing.)
     const std::string run_dir = in_run_dir ? cfg.get_string("run.dir") : "";
-    // Before any rank starts (with trainer.devices=N each would say it again).
-    if (in_run_dir && !std::filesystem::is_regular_file(std::filesystem::path(run_dir) / ".wavetrain" / "config.yaml"))
-      throw std::runtime_error("Cannot resume in '" + run_dir + "': it is not a wavetrain run directory (no .wavetrain/config.yaml)");
-    // (A run that a live process holds may not have saved one yet: opening it says who holds it.)
-    if (in_run_dir && !std::filesystem::exists(ckpt) && !run_directory_holder(run_dir) &&
-        std::filesystem::is_regular_file(std::filesystem::path(run_dir) / ".wavetrain" / "config.yaml")) {
+    const std::string ckpt = resume_checkpoint(cfg, run_dir);
+    // Checked before any rank starts (with trainer.devices=N each would say it again). A run killed
+    // before its first checkpoint has nothing to continue from: said before the run directory is
+    // opened, which would add a resume-N record for an attempt that cannot start. A run that a live
+    // process holds may not have saved one yet: opening it says who holds it.
+    if (in_run_dir) RunDirectory::require_run_directory(run_dir);
+    if (in_run_dir && !std::filesystem::exists(ckpt) && !run_directory_holder(run_dir)) {
       const bool has_last = std::filesystem::exists(std::filesystem::path(run_dir) / "checkpoints" / "last.ckpt");
       if (resume == "best" && has_last)
         throw std::runtime_error("Cannot resume run '" + run_dir + "' from its best checkpoint: there is no " + ckpt +

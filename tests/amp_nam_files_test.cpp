@@ -564,6 +564,14 @@ TEST(AmpNamFiles, ConvNetAndLinearModulesEqualTheCore) {
     m.module().to(torch::kFloat32);
     EXPECT_EQ(m.to_nam().weights, file.weights) << name;
   }
+  // model.activation for a ConvNet: a name the core knows, with its default parameters.
+  EXPECT_EQ(make_amp_model("convnet", "small", 48000, "LeakyReLU").convnet->config().activation, (ActivationSpec{"LeakyReLU", {0.01}}));
+  try {
+    make_amp_model("convnet", "small", 48000, "Swish");
+    ADD_FAILURE() << "Swish accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("model.activation: activation 'Swish' is not supported; supported: Tanh", 0), 0u) << e.what();
+  }
   for (const char* architecture : {"convnet", "linear"}) {
     AmpModel m = make_amp_model(architecture, architecture == std::string("convnet") ? "small" : "short");
     torch::manual_seed(3);

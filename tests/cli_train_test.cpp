@@ -284,6 +284,14 @@ TEST(CliTrain, ResumingARunWithoutACheckpointSaysHowToStartOver) {
   const Result best = wavetrain_in(dir, common + "trainer.resume=best");
   EXPECT_EQ(best.exit_code, 1);
   EXPECT_NE(best.err.find("Nothing to resume in run 'early'"), std::string::npos) << best.err;
+  // A run with a last checkpoint but no best one (no trainer.monitor) is told to resume from last.
+  ASSERT_EQ(wavetrain_in(dir, "train task=toy_regression trainer.max_epochs=1 run.dir=unranked").exit_code, 0);
+  const Result unranked = wavetrain_in(dir, "train task=toy_regression trainer.max_epochs=2 run.dir=unranked trainer.resume=best");
+  EXPECT_EQ(unranked.exit_code, 1);
+  EXPECT_EQ(unranked.err, "wavetrain: error: Cannot resume run 'unranked' from its best checkpoint: there is no "
+                          "unranked/checkpoints/best.ckpt (no validation has ranked one yet, or trainer.monitor is not set); "
+                          "continue with trainer.resume=last\n");
+  EXPECT_FALSE(fs::exists(dir / "unranked/.wavetrain/resume-1"));
   // As the message says: without trainer.resume the run starts over beside it.
   const Result again = wavetrain_in(dir, common);
   EXPECT_EQ(again.exit_code, 0) << again.err;

@@ -46,11 +46,15 @@ double available_memory_bytes() {
       if (name == "MemAvailable:") least(kib * 1024);
   }
   {
-    // cgroup v2: the limit ("max" when there is none) less what the group already uses.
-    std::ifstream max_file("/sys/fs/cgroup/memory.max"), current_file("/sys/fs/cgroup/memory.current");
-    std::string max_text;
-    double current = 0;
-    if (max_file >> max_text && max_text != "max" && current_file >> current) least(std::stod(max_text) - current);
+    // cgroup v2: this process's group ("0::/PATH" in /proc/self/cgroup: a Slurm job's, a
+    // container's), its limit ("max" when there is none) less what the group already uses.
+    std::ifstream self("/proc/self/cgroup");
+    std::string group;
+    for (std::string line; std::getline(self, line);)
+      if (line.rfind("0::", 0) == 0) group = line.substr(3);
+    std::ifstream max_file("/sys/fs/cgroup" + group + "/memory.max"), current_file("/sys/fs/cgroup" + group + "/memory.current");
+    double limit = 0, current = 0;
+    if (max_file >> limit && current_file >> current) least(limit - current);  // "max" does not read as a number
   }
   struct rlimit limit {};
   if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) least(static_cast<double>(limit.rlim_cur));

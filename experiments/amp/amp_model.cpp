@@ -162,7 +162,7 @@ AmpModel make_amp_model(const std::string& architecture, const std::string& pres
     m.architecture = "ConvNet";
     if (!gating.empty()) throw std::invalid_argument("model.gating is for WaveNets, not the ConvNet");
     ConvNetConfig c = convnet_preset(preset);
-    if (!activation.empty()) c.activation = ActivationSpec{activation, activation == "LeakyReLU" ? std::vector<double>{0.01} : std::vector<double>{}};
+    if (!activation.empty()) c.activation = activation_from_json(activation, "model.activation");  // a name the core knows
     m.convnet = ConvNetModule(c);
   } else if (architecture == "linear") {
     m.architecture = "Linear";

@@ -39,9 +39,21 @@ losses::CombinedLoss loss_from_config(const config::Config& cfg) {
   return losses::CombinedLoss(terms);
 }
 
+// amp.segment, checked against the loss: the STFT's own error named neither key. Bounded, since
+// window starts are summed with it (2^31 samples is 12 hours at 48 kHz).
+int64_t checked_segment(const config::Config& cfg, const losses::CombinedLoss& loss) {
+  const int64_t segment = cfg.get_int_at_most("amp.segment", 8192, int64_t{1} << 31);
+  if (segment < 1) throw config::ConfigError("amp.segment must be >= 1, got " + std::to_string(segment));
+  if (segment < loss.min_length())
+    throw config::ConfigError("amp.segment=" + std::to_string(segment) + " (" + cfg.value("amp.segment").origin().str() +
+                              ") is too short for the loss: amp.loss." + loss.min_length_reason() + " needs segments of at least " +
+                              std::to_string(loss.min_length()) + " samples");
+  return segment;
+}
+
 class AmpTask : public Task {
  public:
-  explicit AmpTask(const config::Config& cfg) : loss_(loss_from_config(cfg)) {
+  explicit AmpTask(const config::Config& cfg) : loss_(loss_from_config(cfg)), segment_(checked_segment(cfg, loss_)) {
     const std::string path = cfg.get_string("amp.data");
     const data::DatasetReader store = open_capture_store(cfg);
     CaptureData capture = read_capture(store);
@@ -50,9 +62,7 @@ class AmpTask : public Task {
     valid_x_ = capture.valid_input;
     valid_y_ = capture.valid_target;
     model_ = amp_model_from_config(cfg, &store);
-    // Window starts are summed with these: bounded (2^31 samples is 12 hours at 48 kHz).
-    check_amp_config(cfg);
-    segment_ = cfg.get_int_at_most("amp.segment", 8192, int64_t{1} << 31);
+    // Window starts are summed with it: bounded as amp.segment is.
     context_ = model_.is_convolutional() ? model_.receptive_field() - 1 : cfg.get_int_at_most("amp.burn_in", 4096, int64_t{1} << 31);
     int64_t longest = 0;
     for (size_t k = 0; k < train_x_.size(); ++k) {
@@ -132,16 +142,7 @@ class AmpTask : public Task {
 
 std::unique_ptr<Task> make_amp_task(const config::Config& cfg) { return std::make_unique<AmpTask>(cfg); }
 
-void check_amp_config(const config::Config& cfg) {
-  const losses::CombinedLoss loss = loss_from_config(cfg);
-  const int64_t segment = cfg.get_int_at_most("amp.segment", 8192, int64_t{1} << 31);
-  if (segment < 1) throw config::ConfigError("amp.segment must be >= 1, got " + std::to_string(segment));
-  // Caught before a run directory or a step: the STFT's own error named neither key.
-  if (segment < loss.min_length())
-    throw config::ConfigError("amp.segment=" + std::to_string(segment) + " (" + cfg.value("amp.segment").origin().str() +
-                              ") is too short for the loss: amp.loss." + loss.min_length_reason() + " needs segments of at least " +
-                              std::to_string(loss.min_length()) + " samples");
-}
+void check_amp_config(const config::Config& cfg) { checked_segment(cfg, loss_from_config(cfg)); }
 
 std::vector<config::KeySpec> amp_config_keys() {
   using config::ValueType;

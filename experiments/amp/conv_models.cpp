@@ -135,6 +135,11 @@ ConvNetDsp::ConvNetDsp(const ConvNetConfig& config, const std::vector<float>& we
       for (float& v : k.shift) v = next();
     }
     k.history.assign(static_cast<size_t>(k.inputs * (k.dilation + max_block_)), 0.0f);
+    for (int64_t i = 0; i < k.inputs; ++i) {
+      const float* h = k.history.data() + i * (k.dilation + max_block_);
+      k.taps.push_back(h);               // tap 0: x[t - d]
+      k.taps.push_back(h + k.dilation);  // tap 1: x[t]
+    }
     k.out.assign(static_cast<size_t>(C * max_block_), 0.0f);
     blocks_.push_back(std::move(k));
   }
@@ -164,16 +169,11 @@ void ConvNetDsp::run(const float* in, float* out, int64_t n) {
   int64_t input_stride = 0;
   for (Block& k : blocks_) {
     const int64_t d = k.dilation, stride = d + max_block_;
-    std::vector<const float*> rows(static_cast<size_t>(2 * k.inputs));
-    for (int64_t i = 0; i < k.inputs; ++i) {
-      float* h = k.history.data() + i * stride;
-      std::memcpy(h + d, input + i * input_stride, static_cast<size_t>(n) * sizeof(float));
-      rows[static_cast<size_t>(2 * i)] = h;          // tap 0: x[t - d]
-      rows[static_cast<size_t>(2 * i + 1)] = h + d;  // tap 1: x[t]
-    }
+    for (int64_t i = 0; i < k.inputs; ++i)
+      std::memcpy(k.history.data() + i * stride + d, input + i * input_stride, static_cast<size_t>(n) * sizeof(float));
     dsp::MatMul m;
     m.w = k.w.data();
-    m.x = rows.data();
+    m.x = k.taps.data();
     m.y = k.out.data();
     m.y_stride = max_block_;
     m.outputs = channels_;

@@ -64,6 +64,7 @@ class ConvNetDsp {
     std::vector<float> w;           // [channels][inputs x 2], tap-major within an input: (i, k)
     std::vector<float> scale, shift;  // per channel: batch norm folded, or 1 and the conv's bias
     std::vector<float> history;     // [inputs][dilation + max_block]: dilation samples, then the block
+    std::vector<const float*> taps;  // per input, x[t - d] then x[t] (into history): the conv's rows
     std::vector<float> out;         // [channels][max_block]
   };
   void run(const float* in, float* out, int64_t n);

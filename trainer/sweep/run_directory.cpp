@@ -93,9 +93,13 @@ RunDirectory RunDirectory::create(const fs::path& dir) {
   throw std::runtime_error("Cannot create run directory '" + dir.string() + "': 10000 names taken");
 }
 
-RunDirectory RunDirectory::open_existing(const fs::path& dir) {
+void RunDirectory::require_run_directory(const fs::path& dir) {
   if (!fs::is_regular_file(dir / ".wavetrain" / "config.yaml"))
     throw std::runtime_error("Cannot resume in '" + dir.string() + "': it is not a wavetrain run directory (no .wavetrain/config.yaml)");
+}
+
+RunDirectory RunDirectory::open_existing(const fs::path& dir) {
+  require_run_directory(dir);
   RunDirectory run(dir);
   run.lock_ = take_lock(dir, "Cannot resume in '" + dir.string() + "'");
   // What a killed earlier attempt was writing when it died is of no use to anyone.

@@ -41,6 +41,9 @@ class RunDirectory {
   // Refused while another process holds the run; temporaries that a killed earlier attempt left
   // (atomic_file.h) are removed.
   static RunDirectory open_existing(const std::filesystem::path& dir);
+  // What open_existing checks first, alone: throws "Cannot resume in 'DIR': it is not a wavetrain
+  // run directory (no .wavetrain/config.yaml)". For a launcher that checks before its ranks start.
+  static void require_run_directory(const std::filesystem::path& dir);
 
   // Takes the lock of an existing directory (a multirun's, to resume it) without a resume record.
   static RunDirectory lock_existing(const std::filesystem::path& dir);
