@@ -17,6 +17,7 @@
 #include "trainer/config/compose.h"
 #include "trainer/config/yaml_io.h"
 #include "trainer/device.h"
+#include "trainer/plugin.h"
 #include "trainer/sweep/run_directory.h"
 #include "trainer/trainer.h"
 #include "trainer/weights.h"
@@ -81,6 +82,7 @@ void run_eval(const EvalOptions& opt) {
     throw std::runtime_error("--split " + opt.split + ": this run's task has the splits val and train (named splits are for ASR runs)");
   for (const std::string& o : opt.overrides) config::apply_value_override(tree, o);
   const config::Config cfg(tree);
+  load_plugins(cfg);  // a plugin's task, as the run's recorded config names it
 
   const DeviceChoice device = choose_device(device_request_of(cfg),
                                             probe_availability());

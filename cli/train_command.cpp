@@ -37,7 +37,9 @@
 #include "trainer/sweep/search_space.h"
 #include "trainer/config/known_keys.h"
 #include "trainer/stop_signal.h"
+#include "trainer/plugin.h"
 #include "trainer/task.h"
+#include "trainer/callback.h"
 #include "trainer/threads.h"
 #include "trainer/torch_compat.h"
 #include "trainer/trainer.h"
@@ -59,10 +61,20 @@ struct TrainOptions {
   std::string resume;
 };
 
+// The built-in configs: an installed binary's (PREFIX/share/wavetrain/configs, beside its bin/),
+// else the source tree's this binary was built from.
+std::string builtin_config_dir() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::filesystem::path installed = exe.parent_path().parent_path() / "share" / "wavetrain" / "configs";
+  if (!ec && std::filesystem::is_regular_file(installed / "config.yaml", ec)) return installed.string();
+  return WAVETRAIN_BUILTIN_CONFIG_DIR;
+}
+
 std::vector<std::string> search_path(const TrainOptions& opt) {
   std::vector<std::string> dirs = opt.config_dirs;
   const char* env = std::getenv("WAVETRAIN_CONFIG_DIR");
-  dirs.push_back(env && *env ? env : WAVETRAIN_BUILTIN_CONFIG_DIR);
+  dirs.push_back(env && *env ? env : builtin_config_dir());
   return dirs;
 }
 
@@ -214,7 +226,13 @@ namespace {
 // A composed config's keys that no part of the run reads (a file's `trainer.max_epoch`) are refused
 // before anything is written, as an unknown command-line key is (trainer/config/known_keys.h).
 void check_config_keys(const config::Node& composed, const std::vector<std::string>& dirs) {
+  // The config's plugins first: their tasks, callbacks and keys are known like the built-in ones.
+  load_plugins(config::Config(composed));
   config::KnownKeys known;
+  known.add("plugins");
+  known.add("callbacks");
+  for (const std::string& name : configured_callback_names(config::Config(composed)))
+    for (const std::string& key : callback_config_keys(name)) known.add(key);
   known.add_config_dir(dirs.back());  // the built-in configs/ (or WAVETRAIN_CONFIG_DIR in its place)
   std::string task;
   try {
@@ -348,7 +366,8 @@ int run_train(const TrainOptions& opt) {
     return s.stopped_by ? kExitInterrupted : s.failed ? kExitFailure : kExitOk;
   }
 
-  const config::Composition composition = config::compose({dirs, opt.config_name, opt.overrides});
+  config::Composition composition = config::compose({dirs, opt.config_name, opt.overrides});
+  make_plugin_paths_absolute(composition.config);  // the recorded config finds them from anywhere
   const config::Config cfg(composition.config);
   if (opt.cfg == "job") {
     std::cout << config::to_yaml(opt.resolve ? config::resolve_all(cfg.tree(), cfg.context()) : cfg.tree());

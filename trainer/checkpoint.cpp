@@ -137,6 +137,8 @@ void restore_rng(const RngState& state) {
 }
 
 Value optimizer_state(torch::optim::Optimizer& optimizer) {
+  if (auto* custom = dynamic_cast<CheckpointedOptimizer*>(&optimizer))
+    return Value::dict({entry("type", str(custom->type())), entry("state", custom->state_value())});
   std::string type;
   if (dynamic_cast<torch::optim::AdamW*>(&optimizer)) type = "adamw";
   else if (dynamic_cast<torch::optim::Adam*>(&optimizer)) type = "adam";
@@ -188,6 +190,12 @@ Value optimizer_state(torch::optim::Optimizer& optimizer) {
 void load_optimizer_state(torch::optim::Optimizer& optimizer, const Value& saved, const std::string& source) {
   const std::string where = source + ": optimizer";
   const std::string type = field(saved, "type", where).as_string();
+  if (auto* custom = dynamic_cast<CheckpointedOptimizer*>(&optimizer)) {
+    if (type != custom->type())
+      throw std::runtime_error(where + " state is for " + type + ", but the run uses " + custom->type());
+    custom->load_state_value(field(saved, "state", where), source);
+    return;
+  }
   const Value current = optimizer_state(optimizer);
   if (type != current.find("type")->as_string())
     throw std::runtime_error(where + " state is for " + type + ", but the run uses " + current.find("type")->as_string());
@@ -237,7 +245,7 @@ void Checkpoint::save(const std::string& path, const TrainingState& s) {
   for (const auto& [name, v] : s.metrics) metrics.push_back(entry(name, Value::floating(v)));
   std::vector<Value> cuda_rng;
   for (const at::Tensor& t : s.rng.cuda) cuda_rng.push_back(Value::tensor(t));
-  const Value root = Value::dict({
+  Value root = Value::dict({
       entry("format", str(kFormat)),
       entry("format_version", Value::integer(kFormatVersion)),
       entry("wavetrain_version", str(WAVETRAIN_VERSION)),
@@ -265,6 +273,12 @@ void Checkpoint::save(const std::string& path, const TrainingState& s) {
                                entry("wait", Value::integer(s.early_stopping.wait)),
                                entry("stopped", str(s.early_stopping.stopped))})),
   });
+  // Only when a callback keeps state: files of runs without such callbacks stay as they were.
+  if (!s.callbacks.empty()) {
+    std::vector<Value::Entry> states;
+    for (const auto& [name, state] : s.callbacks) states.push_back(entry(name, state));
+    root.entries().push_back(entry("callbacks", Value::dict(std::move(states))));
+  }
   const serialization::Pickled pickled = serialization::pickle(root);
   std::vector<std::pair<std::string, std::string>> records = {{"data.pkl", pickled.bytes}};
   for (size_t i = 0; i < pickled.storages.size(); ++i) {
@@ -335,6 +349,8 @@ TrainingState Checkpoint::load(const std::string& path) {
       s.early_stopping.wait = field(*es, "wait", where).as_int();
       s.early_stopping.stopped = field(*es, "stopped", where).as_string();
     }
+    if (const Value* callbacks = root.find("callbacks"))
+      for (const Value::Entry& e : callbacks->entries()) s.callbacks.emplace_back(e.first.as_string(), e.second);
   } catch (const SerializationError& e) {
     throw std::runtime_error(path + ": malformed checkpoint: " + e.what());
   }
@@ -370,6 +386,14 @@ std::string Checkpoint::info(const std::string& path) {
   out << "  metrics:";
   for (const auto& [name, v] : s.metrics) out << " " << name << "=" << v;
   out << (s.metrics.empty() ? " none\n" : "\n");
+  if (!s.early_stopping.monitor.empty())
+    out << "  early stopping: " << s.early_stopping.monitor << ", best " << s.early_stopping.best << ", wait "
+        << s.early_stopping.wait << (s.early_stopping.stopped.empty() ? "" : ", stopped (" + s.early_stopping.stopped + ")") << "\n";
+  if (!s.callbacks.empty()) {
+    out << "  callbacks' state:";
+    for (const auto& [name, state] : s.callbacks) out << " " << name;
+    out << "\n";
+  }
   out << "  model: " << s.model.size() << " tensors, " << params << " values\n";
   tensors(*root.find("model"), "    ");
   return out.str();

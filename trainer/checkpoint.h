@@ -17,6 +17,8 @@
 //   metrics                           {name: number}
 //   train_seconds                     the run's training time over all its sessions (trainer.max_time)
 //   early_stopping                    {monitor, best, wait, stopped} or None (trainer.early_stopping)
+//   callbacks                         {name: state} of the callbacks that keep state (callback.h);
+//                                     absent when none does
 //
 // train_seconds and early_stopping came later within format 1: a file without them loads as 0 s
 // trained and no early stopping state.
@@ -67,9 +69,22 @@ struct TrainingState {
   std::vector<std::pair<std::string, double>> metrics;
   double train_seconds = 0;  // over all the run's sessions so far
   EarlyStoppingState early_stopping;
+  std::vector<std::pair<std::string, serialization::Value>> callbacks;  // each callback's own state, by name
   // Filled by Checkpoint::load.
   std::string wavetrain_version;
   std::string torch_version;
+};
+
+// A task's own optimizer (Task::make_optimizer) keeps its state in checkpoints by implementing
+// this: the Value (dicts, lists, numbers, strings, tensors) goes under `optimizer`, with the
+// optimizer's `type` name first, and comes back on resume.
+class CheckpointedOptimizer {
+ public:
+  virtual ~CheckpointedOptimizer() = default;
+  virtual std::string type() const = 0;  // saved as optimizer.type; a resume refuses another type
+  virtual serialization::Value state_value() = 0;
+  // `source` names the checkpoint in errors.
+  virtual void load_state_value(const serialization::Value& state, const std::string& source) = 0;
 };
 
 // Adam, AdamW and SGD state as a Value (parameters are numbered in param-group order, like

@@ -23,6 +23,8 @@ namespace wavetrain {
 class FusedAdam : public torch::optim::Adam {
  public:
   FusedAdam(std::vector<at::Tensor> params, torch::optim::AdamOptions options) : Adam(std::move(params), options) {}
+  FusedAdam(std::vector<torch::optim::OptimizerParamGroup> groups, torch::optim::AdamOptions options)
+      : Adam(std::move(groups), options) {}
   at::Tensor step(LossClosure closure = nullptr) override;
 };
 

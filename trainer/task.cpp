@@ -11,6 +11,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <utility>
 
 namespace wavetrain {
 
@@ -92,8 +93,22 @@ double Task::metric_weight(const std::string& name, const Batch& batch) const {
   return static_cast<double>(batch.size);
 }
 
+namespace {
+std::vector<std::string>& clashes() {
+  static std::vector<std::string> names;
+  return names;
+}
+}  // namespace
+
+void note_registration_clash(const std::string& what) { clashes().push_back(what); }
+
+std::vector<std::string> take_registration_clashes() { return std::exchange(clashes(), {}); }
+
 TaskRegistration::TaskRegistration(const std::string& name, TaskFactory factory, std::vector<std::string> keys) {
-  registry()[name] = std::move(factory);
+  if (!registry().emplace(name, std::move(factory)).second) {
+    note_registration_clash("task '" + name + "'");
+    return;
+  }
   config_keys()[name] = std::move(keys);
 }
 

@@ -4,13 +4,15 @@
 // can run the forward under autocast and the loss in fp32 outside it.
 //
 // Tasks are chosen by name (`task: toy_regression` in the config). Built-in tasks are listed in
-// task.cpp; others register with a TaskRegistration object in code the binary references.
+// task.cpp; others register with a TaskRegistration object: the experiments' from the binary, a
+// user's from a plugin (plugin.h) while it loads.
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,9 @@
 
 namespace torch::nn {
 class Module;
+}
+namespace torch::optim {
+class Optimizer;
 }
 
 namespace wavetrain {
@@ -47,6 +52,16 @@ struct ThroughputUnit {
 };
 
 enum class Split { Train, Validation };
+
+// A group of parameters the optimizer treats alike (Task::param_groups): its own learning rate and
+// weight decay, when set, replace optimizer.lr / optimizer.weight_decay; the schedule scales each
+// group's own rate. `name` labels its learning rate in the logs (`lr-<name>`, callbacks/lr_monitor).
+struct ParamGroup {
+  std::string name;
+  std::vector<at::Tensor> params;
+  std::optional<double> lr;
+  std::optional<double> weight_decay;
+};
 
 class Task {
  public:
@@ -89,16 +104,35 @@ class Task {
   // config each checkpoint of the run records. Export, inference and evaluation then need only the
   // checkpoint. Nothing by default.
   virtual void add_to_recorded_config(config::Node& recorded) const { (void)recorded; }
+  // The optimizer's parameter groups: by default one, named "model", of all the model's parameters. A task that trains parts at different rates (a pretrained encoder, a
+  // new head) returns several; resuming checks the groups' sizes against the checkpoint.
+  virtual std::vector<ParamGroup> param_groups();
+  // The task's own optimizer over `groups`, or nullptr (the default) for optimizer.name's. Its
+  // state goes into checkpoints when it implements CheckpointedOptimizer (checkpoint.h) or is one
+  // of torch's Adam, AdamW or SGD.
+  virtual std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<ParamGroup>& groups,
+                                                                  const config::Config& cfg);
+  // Metrics the task gathered over training epoch `epoch` (0-based), logged (metrics.csv,
+  // TensorBoard) at the epoch's end, after its validation. None by default.
+  virtual Metrics train_epoch_metrics(int64_t epoch) {
+    (void)epoch;
+    return {};
+  }
 };
 
 using TaskFactory = std::function<std::unique_ptr<Task>(const config::Config&)>;
 
-// Registers a task under `name` when the program starts. `config_keys` are the keys the task reads
-// that no built-in config file sets ("amp.sample_rate", or "nam.*" for a whole section): with the
-// built-in files' keys they are what a config may hold (config/known_keys.h).
+// Registers a task under `name`. `config_keys` are the keys the task reads that no built-in config
+// file sets ("amp.sample_rate", or "nam.*" for a whole section): with the built-in files' keys they
+// are what a config may hold (config/known_keys.h). A name that is already taken is not replaced:
+// the clash is recorded, and the plugin loader reports it (registration_clashes()).
 struct TaskRegistration {
   TaskRegistration(const std::string& name, TaskFactory factory, std::vector<std::string> config_keys = {});
 };
+
+// Names registered twice (tasks and callbacks), oldest first; taken (emptied) by the caller.
+std::vector<std::string> take_registration_clashes();
+void note_registration_clash(const std::string& what);
 
 // The config_keys a task was registered with (none for an unknown name).
 std::vector<std::string> task_config_keys(const std::string& name);

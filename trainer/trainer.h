@@ -1,10 +1,14 @@
 // The training loop: runs a task for trainer.max_epochs (or trainer.max_steps), with the device
-// and precision policy decided at the run's start, and writes what a run leaves behind:
+// and precision policy decided at the run's start. The loop itself (trainer.cpp) runs epochs,
+// steps, gradient accumulation, the optimizer, scaler and scheduler, validation and the agreement
+// between ranks; its callbacks (callback.h, callbacks/) write what a run leaves behind:
 //
-//   RUN/metrics.csv          step, epoch, one column per metric
-//   RUN/tensorboard/         TensorBoard event file
-//   RUN/checkpoints/last.ckpt, best.ckpt (by trainer.monitor / trainer.mode, when set)
-//   RUN/result.json          last and best metrics, counters and checkpoint paths (multirun reads it)
+//   RUN/metrics.csv          step, epoch, one column per metric (callbacks/csv_logger)
+//   RUN/tensorboard/         TensorBoard event file (callbacks/tensorboard_logger)
+//   RUN/checkpoints/last.ckpt, best.ckpt (by trainer.monitor / trainer.mode, when set), top-k
+//                            (callbacks/model_checkpoint)
+//   RUN/result.json          last and best metrics, counters and checkpoint paths (multirun reads
+//                            it; written by the loop at a run's end)
 //
 // Data order: each epoch is a permutation drawn from (trainer.seed, epoch) alone, so a run is
 // reproducible for a seed and the order does not depend on how many random numbers the model used.
@@ -14,7 +18,8 @@
 // limit_val_batches (int count or float fraction), fast_dev_run (one batch of each, no
 // checkpoints), on_nonfinite (skip|stop, when no gradient scaler skips for us), log_every_n_steps,
 // monitor, mode, early_stopping.{monitor, patience, min_delta, mode}},
-// optimizer.{name: adam|adamw|sgd, lr, weight_decay, momentum}, scheduler.* (lr_scheduler.h).
+// optimizer.{name: adam|adamw|sgd, lr, weight_decay, momentum}, scheduler.* (lr_scheduler.h),
+// callbacks: [names] (callback.h). FitOptions (fit_options.h) reads and checks them.
 #pragma once
 
 #include <filesystem>
@@ -24,6 +29,7 @@
 #include <string>
 
 #include "trainer/amp.h"
+#include "trainer/callback.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config/config.h"
 #include "trainer/device.h"
@@ -32,18 +38,6 @@
 #include "trainer/task.h"
 
 namespace wavetrain {
-
-struct FitResult {
-  Metrics last;  // the last validation (and training) metrics
-  Metrics best;  // the validation metrics at the best monitored value (empty without a monitor)
-  int64_t epochs = 0;
-  int64_t global_step = 0;
-  // Set when a resumed run had nothing left to train (why; see finished_at); nothing was written.
-  std::string already_finished;
-  // The stop signal (stop_signal.h) that ended this session after saving last.ckpt; 0 when the run
-  // ended by itself. An interrupted session writes no result.json.
-  int interrupted_by = 0;
-};
 
 // What ended a run for good: a limit that its state at a checkpoint has reached under `cfg`.
 struct Finished {

@@ -33,6 +33,12 @@ struct Module {
 
 std::string module_path() {
   if (const char* env = std::getenv("WAVETRAIN_SENTENCEPIECE_MODULE")) return env;
+  // Beside this library: in the build tree and in an installed prefix's lib/ alike.
+  Dl_info self{};
+  if (dladdr(reinterpret_cast<void*>(&module_path), &self) != 0 && self.dli_fname) {
+    const fs::path beside = fs::path(self.dli_fname).parent_path() / "libwavetrain_sentencepiece.so";
+    if (fs::exists(beside)) return beside.string();
+  }
 #ifdef WAVETRAIN_SENTENCEPIECE_MODULE
   if (fs::exists(WAVETRAIN_SENTENCEPIECE_MODULE)) return WAVETRAIN_SENTENCEPIECE_MODULE;
 #endif

@@ -1,0 +1,165 @@
+// The loop's settings; see fit_options.h.
+#include "trainer/fit_options.h"
+
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "trainer/fused_adam.h"
+#include "trainer/task.h"
+
+namespace wavetrain {
+namespace {
+
+BatchLimit batch_limit(const config::Config& cfg, const std::string& key) {
+  BatchLimit limit;
+  if (!cfg.has(key)) return limit;
+  const config::Node v = cfg.value(key);
+  if (v.kind() == config::Node::Kind::Int) {
+    if (v.int_value() < 0) throw config::ConfigError(key + " must be >= 0, got " + v.to_display());
+    limit.count = v.int_value();
+    return limit;
+  }
+  limit.fraction = config::to_float(v, key);
+  if (!(limit.fraction > 0.0 && limit.fraction <= 1.0))
+    throw config::ConfigError(key + "=" + v.to_display() + ": a fraction must be in (0, 1], a count an int");
+  return limit;
+}
+
+LrScheduleOptions schedule_options(const config::Config& cfg) {
+  LrScheduleOptions o;
+  o.name = cfg.get_string("scheduler.name", o.name);
+  o.interval = cfg.get_string("scheduler.interval", o.interval);
+  o.gamma = non_negative(cfg, "scheduler.gamma", o.gamma);
+  o.step_size = cfg.get_int("scheduler.step_size", o.step_size);
+  o.warmup = cfg.get_int("scheduler.warmup", o.warmup);
+  o.warmup_start_factor = non_negative(cfg, "scheduler.warmup_start_factor", o.warmup_start_factor);
+  o.total = cfg.get_int("scheduler.total", o.total);
+  o.min_lr = non_negative(cfg, "scheduler.min_lr", o.min_lr);
+  return o;
+}
+
+}  // namespace
+
+int64_t BatchLimit::of(int64_t available) const {
+  if (count >= 0) return std::min(available, count);
+  if (fraction >= 1.0) return available;
+  return std::max<int64_t>(1, static_cast<int64_t>(fraction * static_cast<double>(available)));
+}
+
+double non_negative(const config::Config& cfg, const std::string& key, double fallback) {
+  const double v = cfg.get_float(key, fallback);
+  if (!std::isfinite(v) || v < 0)
+    throw config::ConfigError(key + "=" + config::format_float(v) + " (" + cfg.value(key).origin().str() +
+                              "): expected a finite number >= 0");
+  return v;
+}
+
+double max_time_seconds(const config::Config& cfg) {
+  if (!cfg.has("trainer.max_time")) return 0;
+  const config::Node v = cfg.value("trainer.max_time");
+  if (v.kind() != config::Node::Kind::String) return config::to_float(v, "trainer.max_time");
+  double total = 0;
+  int parts = 0;
+  std::string text = v.string_value();
+  for (size_t start = 0; start <= text.size(); ++parts) {
+    const size_t colon = std::min(text.find(':', start), text.size());
+    const std::string part = text.substr(start, colon - start);
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos)
+      throw config::ConfigError("trainer.max_time='" + text + "': expected seconds, HH:MM:SS or DD:HH:MM:SS");
+    total = total * (parts == 1 && std::count(text.begin(), text.end(), ':') == 3 ? 24 : 60) + std::stod(part);
+    start = colon + 1;
+  }
+  if (parts != 3 && parts != 4)
+    throw config::ConfigError("trainer.max_time='" + text + "': expected seconds, HH:MM:SS or DD:HH:MM:SS");
+  return total;
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::Config& cfg, const std::vector<ParamGroup>& groups) {
+  const std::string name = cfg.get_string("optimizer.name", "adam");
+  const double lr = non_negative(cfg, "optimizer.lr", 1e-3);
+  const double weight_decay = non_negative(cfg, "optimizer.weight_decay", 0.0);
+  // One torch::optim group per task group, with the group's own lr and decay where it sets them.
+  auto torch_groups = [&](auto defaults) {
+    std::vector<torch::optim::OptimizerParamGroup> out;
+    for (const ParamGroup& g : groups) {
+      auto options = std::make_unique<decltype(defaults)>(defaults);
+      options->lr(g.lr.value_or(lr));
+      options->weight_decay(g.weight_decay.value_or(weight_decay));
+      out.emplace_back(g.params, std::move(options));
+    }
+    return out;
+  };
+  if (name == "adam") {
+    const auto defaults = torch::optim::AdamOptions(lr).weight_decay(weight_decay);
+    return std::make_unique<FusedAdam>(torch_groups(defaults), defaults);
+  }
+  if (name == "adamw") {
+    const auto defaults = torch::optim::AdamWOptions(lr).weight_decay(weight_decay);
+    return std::make_unique<torch::optim::AdamW>(torch_groups(defaults), defaults);
+  }
+  if (name == "sgd") {
+    const auto defaults =
+        torch::optim::SGDOptions(lr).momentum(non_negative(cfg, "optimizer.momentum", 0.0)).weight_decay(weight_decay);
+    return std::make_unique<torch::optim::SGD>(torch_groups(defaults), defaults);
+  }
+  throw config::ConfigError("optimizer.name='" + name + "' is not an optimizer: expected adam, adamw or sgd");
+}
+
+FitOptions FitOptions::from(const config::Config& cfg) {
+  FitOptions o;
+  o.seed = cfg.get_int("trainer.seed", 0);
+  o.max_epochs = cfg.get_int("trainer.max_epochs", 10);
+  o.max_steps = cfg.get_int("trainer.max_steps", -1);
+  o.batch_size = cfg.get_int("trainer.batch_size", 32);
+  o.log_every = std::max<int64_t>(1, cfg.get_int("trainer.log_every_n_steps", 10));
+  o.every_n_steps = cfg.get_int("trainer.checkpoint.every_n_steps", 0);
+  o.every_n_epochs = cfg.get_int("trainer.checkpoint.every_n_epochs", 0);
+  o.save_top_k = cfg.get_int("trainer.checkpoint.save_top_k", 1);
+  o.deterministic = cfg.get_bool("trainer.deterministic", false);
+  o.monitor = cfg.get_string("trainer.monitor", "");
+  o.mode = cfg.get_string("trainer.mode", "min");
+  o.accumulate = cfg.get_int("trainer.accumulate_grad_batches", 1);
+  o.clip = non_negative(cfg, "trainer.gradient_clip_val", 0.0);
+  o.clip_algorithm = cfg.get_string("trainer.gradient_clip_algorithm", "norm");
+  o.on_nonfinite = cfg.get_string("trainer.on_nonfinite", "stop");
+  o.fast_dev_run = cfg.get_bool("trainer.fast_dev_run", false);
+  o.max_time = max_time_seconds(cfg);
+  o.stop_monitor = cfg.get_string("trainer.early_stopping.monitor", "");
+  o.patience = cfg.get_int("trainer.early_stopping.patience", 3);
+  o.min_delta = non_negative(cfg, "trainer.early_stopping.min_delta", 0.0);
+  o.stop_mode = cfg.get_string("trainer.early_stopping.mode", "min");
+  if (o.batch_size < 1) throw config::ConfigError("trainer.batch_size must be >= 1");
+  if (o.accumulate < 1) throw config::ConfigError("trainer.accumulate_grad_batches must be >= 1");
+  if (o.clip_algorithm != "norm" && o.clip_algorithm != "value")
+    throw config::ConfigError("trainer.gradient_clip_algorithm must be norm or value, got '" + o.clip_algorithm + "'");
+  if (o.on_nonfinite != "skip" && o.on_nonfinite != "stop")
+    throw config::ConfigError("trainer.on_nonfinite must be skip or stop, got '" + o.on_nonfinite + "'");
+  if (o.stop_mode != "min" && o.stop_mode != "max")
+    throw config::ConfigError("trainer.early_stopping.mode must be min or max, got '" + o.stop_mode + "'");
+  if (o.max_epochs < 1 && o.max_steps < 1)
+    throw config::ConfigError("set trainer.max_epochs or trainer.max_steps to a positive value");
+  if (o.mode != "min" && o.mode != "max") throw config::ConfigError("trainer.mode must be min or max, got '" + o.mode + "'");
+  o.resume = cfg.get_string("trainer.resume", "");
+  o.task = cfg.get_string("task");
+  o.schedule = schedule_options(cfg);
+  o.limit_train = batch_limit(cfg, "trainer.limit_train_batches");
+  o.limit_val = batch_limit(cfg, "trainer.limit_val_batches");
+  if (cfg.has("trainer.val_check_interval")) {
+    const config::Node v = cfg.value("trainer.val_check_interval");
+    if (v.kind() == config::Node::Kind::Int) {
+      if (v.int_value() < 1) throw config::ConfigError("trainer.val_check_interval must be >= 1 as a step count");
+      o.val_every_steps = v.int_value();
+    } else {
+      o.val_every_fraction = config::to_float(v, "trainer.val_check_interval");
+      if (!(o.val_every_fraction > 0.0 && o.val_every_fraction <= 1.0))
+        throw config::ConfigError("trainer.val_check_interval=" + v.to_display() + ": a fraction must be in (0, 1]");
+    }
+  }
+  return o;
+}
+
+}  // namespace wavetrain
