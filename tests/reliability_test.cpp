@@ -43,7 +43,7 @@ std::string read_text(const fs::path& p) {
   return s.str();
 }
 
-nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(read_text(p)); }
+nlohmann::json reliability_json(const fs::path& p) { return nlohmann::json::parse(read_text(p)); }
 
 std::set<std::string> files_in(const fs::path& dir, const std::string& prefix) {
   std::set<std::string> names;
@@ -96,11 +96,11 @@ TEST(Reliability, AKilledSweepResumesEachJobExactlyOnce) {
   EXPECT_NE(read_text(s / "1/wavetrain.log").find("resumed from "), std::string::npos);
   for (const auto& e : fs::directory_iterator(s))
     EXPECT_EQ(e.path().filename().string().find(".attempt-"), std::string::npos) << "restarted: " << e.path();
-  const nlohmann::json summary = read_json(s / "summary.json");
+  const nlohmann::json summary = reliability_json(s / "summary.json");
   const int64_t steps[] = {40, 800, 60};
   for (int j = 0; j < 3; ++j) {
     EXPECT_EQ(summary["jobs"][j]["status"], "done") << j;
-    EXPECT_EQ(read_json(s / std::to_string(j) / "result.json")["global_step"], steps[j]) << j;
+    EXPECT_EQ(reliability_json(s / std::to_string(j) / "result.json")["global_step"], steps[j]) << j;
   }
   // summary.csv has one `seconds` column (the job's wall time), whatever result.json holds.
   const std::string header = read_text(s / "summary.csv").substr(0, read_text(s / "summary.csv").find('\n'));
@@ -122,7 +122,7 @@ TEST(Reliability, ASweepStoppedBySigtermStopsItsJobsInOrder) {
   EXPECT_NE(stopped.out.find("exit 75"), std::string::npos) << stopped.out << read_text(dir / "launcher.log");
   EXPECT_NE(read_text(dir / "launcher.log").find("stop requested (SIGTERM): the running jobs save their checkpoints and stop"),
             std::string::npos) << read_text(dir / "launcher.log");
-  const nlohmann::json summary = read_json(dir / "sweep/summary.json");
+  const nlohmann::json summary = reliability_json(dir / "sweep/summary.json");
   EXPECT_EQ(summary["jobs"][0]["status"], "running");
   EXPECT_EQ(summary["jobs"][1]["status"], "running");
   EXPECT_EQ(summary["jobs"][2]["status"], "pending");
@@ -130,7 +130,7 @@ TEST(Reliability, ASweepStoppedBySigtermStopsItsJobsInOrder) {
   EXPECT_FALSE(fs::exists(dir / "sweep/2"));
   const Result resumed = wavetrain_in(dir, "train -m --resume sweep");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
-  for (int j = 0; j < 3; ++j) EXPECT_EQ(read_json(dir / ("sweep/" + std::to_string(j)) / "result.json")["global_step"], 600) << j;
+  for (int j = 0; j < 3; ++j) EXPECT_EQ(reliability_json(dir / ("sweep/" + std::to_string(j)) / "result.json")["global_step"], 600) << j;
   EXPECT_NE(read_text(dir / "sweep/0/wavetrain.log").find("resumed from "), std::string::npos);
 }
 
@@ -141,7 +141,7 @@ TEST(Reliability, ResumeWaitsForALiveJobAndKeepsWhatItFinished) {
   ASSERT_EQ(wavetrain_in(dir, "train -m task=toy_regression trainer.max_steps=30 trainer.seed=1,2 run.multirun_dir=sweep").exit_code, 0);
   // As a launcher killed at once would leave it: job 1 "running", its run started over by a process
   // of its own (that, unlike a launcher's child, does not die with anything).
-  nlohmann::json summary = read_json(dir / "sweep/summary.json");
+  nlohmann::json summary = reliability_json(dir / "sweep/summary.json");
   summary["jobs"][1]["status"] = "running";
   std::ofstream(dir / "sweep/summary.json") << summary.dump(2);
   fs::remove_all(dir / "sweep/1");
@@ -155,8 +155,8 @@ TEST(Reliability, ResumeWaitsForALiveJobAndKeepsWhatItFinished) {
   EXPECT_NE(r.out.find("exit 0"), std::string::npos) << r.out << r.err;
   EXPECT_FALSE(fs::exists(dir / "sweep/1.attempt-1"));
   EXPECT_FALSE(fs::exists(dir / "sweep/1/.wavetrain/resume-1")) << "the finished job was run again";
-  EXPECT_EQ(read_json(dir / "sweep/summary.json")["jobs"][1]["status"], "done");
-  EXPECT_EQ(read_json(dir / "sweep/summary.json")["jobs"][1]["steps"], 30);
+  EXPECT_EQ(reliability_json(dir / "sweep/summary.json")["jobs"][1]["status"], "done");
+  EXPECT_EQ(reliability_json(dir / "sweep/summary.json")["jobs"][1]["steps"], 30);
   // A run that a live process holds cannot be resumed by another.
   const Result held = shell_in(dir,
       "WAVETRAIN_FAULT_STEP_DELAY_MS=50 \"" WAVETRAIN_BINARY "\" train task=toy_regression trainer.max_steps=40 run.dir=held > /dev/null 2>&1 & "
@@ -296,7 +296,7 @@ TEST(Reliability, NonFiniteRatesAndUncountableStepsAreRefused) {
   // With max_steps as the limit, any number of epochs is fine.
   r = wavetrain_in(dir, "train task=toy_regression trainer.max_epochs=9223372036854775807 trainer.max_steps=3 run.dir=steps");
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(read_json(dir / "steps/result.json")["global_step"], 3);
+  EXPECT_EQ(reliability_json(dir / "steps/result.json")["global_step"], 3);
 }
 
 }  // namespace

@@ -1,0 +1,194 @@
+// Callbacks and plugins through the binary, as a user's project uses them: a plugin's callback
+// sees the hooks in the documented order, keeps its state in the checkpoint across a kill and a
+// resume, hears of an error; the built-in lr_monitor logs every group's rate; and each kind of bad
+// plugin is one clear error that writes nothing. (examples/custom_task, built against an installed
+// prefix, is tests/example_project.sh.)
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/run_process.h"
+#include "trainer/checkpoint.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using wavetrain::testing::wavetrain_in;
+
+fs::path fresh_plugin_dir(const std::string& name) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("wavetrain_plugin_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string plugin_file(const std::string& name) {
+  return std::string(WAVETRAIN_TEST_PLUGIN_DIR) + "/libwavetrain_test_" + name + ".so";
+}
+
+std::vector<std::string> lines_of(const fs::path& file) {
+  std::ifstream in(file);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// toy_regression: 64 items in batches of 16 = 4 steps an epoch; the recorder callback writes to `log`.
+std::string recorded_run(const fs::path& log, const std::string& more) {
+  return "train task=toy_regression +toy_regression.train_size=64 +toy_regression.val_size=16 trainer.batch_size=16 "
+         "trainer.log_every_n_steps=2 plugins=[" + plugin_file("recorder_plugin") + "] callbacks=[recorder] +recorder.file=" +
+         log.string() + " " + more;
+}
+
+TEST(Callbacks, APluginsCallbackSeesEveryHookInOrder) {
+  const fs::path dir = fresh_plugin_dir("order");
+  const auto r = wavetrain_in(dir, recorded_run(dir / "hooks.txt", "trainer.max_epochs=2 trainer.val_check_interval=0.5 run.dir=run"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> expected = {
+      "epoch=0 step=0 fit_start steps_seen=0",
+      "epoch=0 step=0 train_epoch_start",
+      "epoch=0 step=1 train_batch_end",
+      "epoch=0 step=2 train_batch_end log",
+      "epoch=0 step=2 log_metrics train/loss",
+      "epoch=0 step=2 log_metrics val/mse",  // val_check_interval=0.5: mid-epoch, after step 2
+      "epoch=0 step=2 validation_end val/mse",
+      "epoch=0 step=3 train_batch_end",
+      "epoch=0 step=4 train_batch_end log",
+      "epoch=0 step=4 log_metrics train/loss",
+      "epoch=0 step=4 log_metrics val/mse",  // the epoch's end
+      "epoch=0 step=4 validation_end val/mse",
+      "epoch=0 step=4 train_epoch_end",
+      "epoch=1 step=4 train_epoch_start",
+      "epoch=1 step=5 train_batch_end",
+      "epoch=1 step=6 train_batch_end log",
+      "epoch=1 step=6 log_metrics train/loss",
+      "epoch=1 step=6 log_metrics val/mse",
+      "epoch=1 step=6 validation_end val/mse",
+      "epoch=1 step=7 train_batch_end",
+      "epoch=1 step=8 train_batch_end log",
+      "epoch=1 step=8 log_metrics train/loss",
+      "epoch=1 step=8 log_metrics val/mse",
+      "epoch=1 step=8 validation_end val/mse",
+      "epoch=1 step=8 train_epoch_end",
+      "epoch=1 step=8 fit_end steps_seen=8",
+  };
+  EXPECT_EQ(lines_of(dir / "hooks.txt"), expected);
+}
+
+TEST(Callbacks, AStateSurvivesAKillAndTheResumedRunGoesOnFromIt) {
+  const fs::path dir = fresh_plugin_dir("state");
+  // Killed right after step 6 and its checkpoint (every 3 steps: the one at step 6).
+  const auto killed = wavetrain_in(dir, recorded_run(dir / "first.txt", "trainer.max_epochs=3 trainer.checkpoint.every_n_steps=3 run.dir=run"),
+                                   "WAVETRAIN_FAULT_KILL_AT_STEP=6");
+  ASSERT_NE(killed.exit_code, 0);
+  const wavetrain::TrainingState saved = wavetrain::Checkpoint::load((dir / "run/checkpoints/last.ckpt").string());
+  ASSERT_EQ(saved.global_step, 6);
+  ASSERT_EQ(saved.callbacks.size(), 1u);
+  EXPECT_EQ(saved.callbacks[0].first, "recorder");
+  EXPECT_EQ(saved.callbacks[0].second.find("steps_seen")->as_int(), 6);
+  const auto resumed = wavetrain_in(dir, recorded_run(dir / "second.txt", "trainer.max_epochs=3 trainer.checkpoint.every_n_steps=3 "
+                                                                           "trainer.resume=last run.dir=run"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  const std::vector<std::string> second = lines_of(dir / "second.txt");
+  ASSERT_FALSE(second.empty());
+  EXPECT_EQ(second.front(), "epoch=1 step=6 fit_start steps_seen=6");  // restored before on_fit_start
+  EXPECT_EQ(second.back(), "epoch=2 step=12 fit_end steps_seen=12");   // as an uninterrupted run's
+  // A run without a stateful callback writes no `callbacks` entry (its files are as before).
+  const auto plain = wavetrain_in(dir, "train task=toy_regression +toy_regression.train_size=64 trainer.batch_size=16 "
+                                       "trainer.max_epochs=1 run.dir=plain");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const auto info = wavetrain_in(dir, "ckpt info plain/checkpoints/last.ckpt");
+  EXPECT_EQ(info.out.find("callbacks"), std::string::npos) << info.out;
+}
+
+TEST(Callbacks, OnExceptionHearsOfTheErrorThatEndsTheRun) {
+  const fs::path dir = fresh_plugin_dir("exception");
+  const auto r = wavetrain_in(dir, recorded_run(dir / "hooks.txt", "trainer.max_epochs=1 trainer.monitor=val/nothing run.dir=run"));
+  ASSERT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("trainer.monitor='val/nothing' is not a validation metric of this task"), std::string::npos) << r.err;
+  const std::vector<std::string> hooks = lines_of(dir / "hooks.txt");
+  ASSERT_FALSE(hooks.empty());
+  EXPECT_EQ(hooks.back(), "epoch=0 step=4 exception trainer.monitor='val/nothing' is not a validation metric of this task");
+}
+
+TEST(Callbacks, LrMonitorLogsEveryGroupsRateAndMomentum) {
+  const fs::path dir = fresh_plugin_dir("lr");
+  const auto r = wavetrain_in(dir, "train task=toy_regression +toy_regression.train_size=64 trainer.batch_size=16 trainer.max_epochs=2 "
+                                   "trainer.log_every_n_steps=1 optimizer.name=sgd optimizer.lr=0.1 optimizer.momentum=0.9 "
+                                   "scheduler.name=step scheduler.step_size=3 scheduler.gamma=0.5 scheduler.interval=step "
+                                   "callbacks=[lr_monitor] lr_monitor.log_momentum=true run.dir=run");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream csv(dir / "run/metrics.csv");
+  std::string header;
+  std::getline(csv, header);
+  std::vector<std::string> columns;
+  std::stringstream hs(header);
+  for (std::string c; std::getline(hs, c, ',');) columns.push_back(c);
+  const auto column = [&](const std::string& name) { return std::find(columns.begin(), columns.end(), name) - columns.begin(); };
+  const size_t lr = column("lr"), group_lr = column("lr-model"), momentum = column("momentum-model");
+  ASSERT_LT(group_lr, columns.size()) << header;
+  ASSERT_LT(momentum, columns.size()) << header;
+  int rows = 0;
+  for (std::string line; std::getline(csv, line);) {
+    std::vector<std::string> cells;
+    std::stringstream ls(line);
+    for (std::string c; std::getline(ls, c, ',');) cells.push_back(c);
+    cells.resize(columns.size());
+    if (cells[group_lr].empty()) continue;  // a validation row
+    ++rows;
+    const int64_t step = std::stoll(cells[0]);
+    EXPECT_EQ(cells[group_lr], cells[lr]);
+    EXPECT_DOUBLE_EQ(std::stod(cells[group_lr]), 0.1 * std::pow(0.5, step / 3)) << "step " << step;
+    EXPECT_EQ(cells[momentum], "0.9");
+  }
+  EXPECT_EQ(rows, 8);
+}
+
+TEST(Plugins, EachBadPluginIsOneErrorNamingTheFileAndNothingIsWritten) {
+  const fs::path dir = fresh_plugin_dir("bad");
+  struct Case {
+    std::string plugin, expected;
+  };
+  const std::vector<Case> cases = {
+      {(dir / "missing.so").string(), "plugin " + (dir / "missing.so").string() + ": no such file"},
+      {plugin_file("not_a_plugin"), "plugin " + plugin_file("not_a_plugin") + ": not a wavetrain plugin (it defines no wavetrain_plugin_info"},
+      {plugin_file("other_version_plugin"), "plugin " + plugin_file("other_version_plugin") + ": built against wavetrain 0.0.1, LibTorch "},
+      {plugin_file("clashing_plugin"),
+       "plugin " + plugin_file("clashing_plugin") + ": registers task 'toy_regression', already registered by wavetrain or an earlier plugin"},
+      {(dir / "text.so").string(), "plugin " + (dir / "text.so").string() + ": cannot be loaded ("},
+  };
+  std::ofstream(dir / "text.so") << "not an ELF file\n";
+  for (const Case& c : cases) {
+    const auto r = wavetrain_in(dir, "train task=toy_regression plugins=[" + c.plugin + "] run.dir=run");
+    EXPECT_EQ(r.exit_code, 1) << c.plugin;
+    EXPECT_NE(r.err.find(c.expected), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;  // one line
+    EXPECT_FALSE(fs::exists(dir / "run")) << c.plugin;
+  }
+  // The same from a config file, and for eval: a checkpoint whose recorded plugin is gone.
+  const auto unknown = wavetrain_in(dir, "train task=toy_regression callbacks=[recorder] run.dir=run");
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.err.find("unknown callback 'recorder'. Known callbacks: lr_monitor"), std::string::npos) << unknown.err;
+  EXPECT_FALSE(fs::exists(dir / "run"));
+}
+
+TEST(Plugins, ARunRecordsItsPluginsAbsoluteAndEvalLoadsThemFromAnywhere) {
+  const fs::path dir = fresh_plugin_dir("eval");
+  fs::copy_file(plugin_file("recorder_plugin"), dir / "librecorder.so");
+  const auto r = wavetrain_in(dir, "train task=toy_regression +toy_regression.train_size=32 trainer.batch_size=16 trainer.max_epochs=1 "
+                                   "plugins=[librecorder.so] callbacks=[recorder] +recorder.file=hooks.txt run.dir=run");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const wavetrain::TrainingState saved = wavetrain::Checkpoint::load((dir / "run/checkpoints/last.ckpt").string());
+  EXPECT_NE(saved.config_yaml.find("- " + (dir / "librecorder.so").string()), std::string::npos) << saved.config_yaml;
+  const auto eval = wavetrain_in(dir / "elsewhere", "eval " + (dir / "run").string());
+  EXPECT_EQ(eval.exit_code, 0) << eval.err;
+  fs::remove(dir / "librecorder.so");
+  const auto gone = wavetrain_in(dir / "elsewhere", "eval " + (dir / "run").string());
+  EXPECT_EQ(gone.exit_code, 1);
+  EXPECT_NE(gone.err.find("plugin " + (dir / "librecorder.so").string() + ": no such file"), std::string::npos) << gone.err;
+}
+
+}  // namespace
