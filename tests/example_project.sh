@@ -63,7 +63,7 @@ import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:])
 assert a["global_step"] == b["global_step"] == 24, (a["global_step"], b["global_step"])
 assert a["metrics"] == b["metrics"], ("a resumed run differs from a straight one", a["metrics"], b["metrics"])
-assert a["metrics"]["val/loss"] < 0.5, a["metrics"]
+assert a["metrics"]["val/loss"] < 0.1, a["metrics"]  # sin(x) learnt, roughly, in 24 steps
 print("eval: resumed == straight:", a["metrics"])
 PY
 

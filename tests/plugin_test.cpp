@@ -104,6 +104,29 @@ TEST(Callbacks, AStateSurvivesAKillAndTheResumedRunGoesOnFromIt) {
   EXPECT_EQ(info.out.find("callbacks"), std::string::npos) << info.out;
 }
 
+TEST(Callbacks, ATasksOwnOptimizerKeepsItsStateAcrossAKill) {
+  const fs::path dir = fresh_plugin_dir("optimizer");
+  const std::string run = "train task=decaying_sgd_toy +toy_regression.train_size=64 trainer.batch_size=16 optimizer.lr=0.05 "
+                          "trainer.max_epochs=3 trainer.checkpoint.every_n_steps=3 plugins=[" + plugin_file("recorder_plugin") + "] ";
+  ASSERT_EQ(wavetrain_in(dir, run + "run.dir=straight").exit_code, 0);
+  ASSERT_NE(wavetrain_in(dir, run + "run.dir=killed", "WAVETRAIN_FAULT_KILL_AT_STEP=6").exit_code, 0);
+  const wavetrain::TrainingState at_kill = wavetrain::Checkpoint::load((dir / "killed/checkpoints/last.ckpt").string());
+  EXPECT_EQ(at_kill.optimizer.find("type")->as_string(), "decaying_sgd");
+  EXPECT_EQ(at_kill.optimizer.find("state")->find("steps")->as_int(), 6);
+  const auto resumed = wavetrain_in(dir, run + "trainer.resume=last run.dir=killed");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  const wavetrain::TrainingState a = wavetrain::Checkpoint::load((dir / "straight/checkpoints/last.ckpt").string());
+  const wavetrain::TrainingState b = wavetrain::Checkpoint::load((dir / "killed/checkpoints/last.ckpt").string());
+  EXPECT_EQ(b.optimizer.find("state")->find("steps")->as_int(), 12);
+  ASSERT_EQ(a.model.size(), b.model.size());
+  for (size_t i = 0; i < a.model.size(); ++i) EXPECT_TRUE(a.model[i].second.equal(b.model[i].second)) << a.model[i].first;
+  // Another task's optimizer does not take this state: refused, naming both.
+  const auto other = wavetrain_in(dir, "train task=toy_regression +toy_regression.train_size=64 trainer.batch_size=16 trainer.max_epochs=4 "
+                                       "trainer.resume=" + (dir / "straight/checkpoints/last.ckpt").string() + " run.dir=other");
+  EXPECT_EQ(other.exit_code, 1);
+  EXPECT_NE(other.err.find("optimizer state is for decaying_sgd, but the run uses adam"), std::string::npos) << other.err;
+}
+
 TEST(Callbacks, OnExceptionHearsOfTheErrorThatEndsTheRun) {
   const fs::path dir = fresh_plugin_dir("exception");
   const auto r = wavetrain_in(dir, recorded_run(dir / "hooks.txt", "trainer.max_epochs=1 trainer.monitor=val/nothing run.dir=run"));

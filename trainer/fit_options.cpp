@@ -1,6 +1,7 @@
 // The loop's settings; see fit_options.h.
 #include "trainer/fit_options.h"
 
+#include <torch/nn/module.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
@@ -9,6 +10,7 @@
 #include <cmath>
 
 #include "trainer/fused_adam.h"
+#include "trainer/progress.h"
 #include "trainer/task.h"
 
 namespace wavetrain {
@@ -160,6 +162,76 @@ FitOptions FitOptions::from(const config::Config& cfg) {
     }
   }
   return o;
+}
+
+std::optional<Finished> finished_at(const config::Config& cfg, const TrainingState& state) {
+  // fast_dev_run ignores the counters; a resume under it is not a continuation to judge.
+  if (cfg.get_bool("trainer.fast_dev_run", false)) return std::nullopt;
+  const int64_t max_epochs = cfg.get_int("trainer.max_epochs", 10);
+  const int64_t max_steps = cfg.get_int("trainer.max_steps", -1);
+  const double max_time = max_time_seconds(cfg);
+  if (max_steps > 0 && state.global_step >= max_steps)
+    return Finished{"step " + std::to_string(state.global_step) + " of trainer.max_steps " + std::to_string(max_steps),
+                    "trainer.max_steps"};
+  // `epoch` counts the epochs done when batch_in_epoch is 0, and is the epoch under way otherwise.
+  if (max_epochs > 0 && state.epoch >= max_epochs)
+    return Finished{"epoch " + std::to_string(state.epoch) + " of trainer.max_epochs " + std::to_string(max_epochs),
+                    "trainer.max_epochs"};
+  if (max_time > 0 && state.train_seconds >= max_time)
+    return Finished{format_duration(state.train_seconds) + " trained of trainer.max_time " + format_duration(max_time),
+                    "trainer.max_time"};
+  const EarlyStoppingState& es = state.early_stopping;
+  if (!es.stopped.empty() && es.monitor == cfg.get_string("trainer.early_stopping.monitor", "")) {
+    if (es.stopped == "nonfinite") return Finished{"early stopping: " + es.monitor + " was not finite", ""};
+    const int64_t patience = cfg.get_int("trainer.early_stopping.patience", 3);
+    if (es.wait >= patience)
+      return Finished{"early stopping: " + es.monitor + " did not improve in " + std::to_string(es.wait) +
+                          " validation(s), trainer.early_stopping.patience " + std::to_string(patience),
+                      "trainer.early_stopping.patience"};
+  }
+  return std::nullopt;
+}
+
+std::vector<config::KeySpec> trainer_config_keys() {
+  using config::ValueType;
+  const ValueType Int = ValueType::Int, Num = ValueType::Number, Str = ValueType::String, Bool = ValueType::Bool,
+                  Any = ValueType::Scalar;
+  return {{"trainer.max_epochs", Int}, {"trainer.max_steps", Int}, {"trainer.max_time", Any}, {"trainer.batch_size", Int},
+          {"trainer.accumulate_grad_batches", Int}, {"trainer.cpu_batch_parts", Any}, {"trainer.gradient_clip_val", Num},
+          {"trainer.gradient_clip_algorithm", Str}, {"trainer.limit_train_batches", Num}, {"trainer.limit_val_batches", Num},
+          {"trainer.fast_dev_run", Bool}, {"trainer.on_nonfinite", Str}, {"trainer.early_stopping.monitor", Str},
+          {"trainer.early_stopping.patience", Int}, {"trainer.early_stopping.min_delta", Num},
+          {"trainer.early_stopping.mode", Str}, {"trainer.log_every_n_steps", Int}, {"trainer.val_check_interval", Num},
+          {"trainer.deterministic", Bool}, {"trainer.checkpoint.every_n_steps", Int},
+          {"trainer.checkpoint.every_n_epochs", Int}, {"trainer.checkpoint.save_top_k", Int}, {"trainer.resume", Str},
+          {"trainer.monitor", Str}, {"trainer.mode", Str}, {"trainer.devices", Int}, {"trainer.dist_timeout", Int},
+          {"trainer.device", Str}, {"trainer.cuda_memory_fraction", Num}, {"trainer.precision", Str},
+          {"trainer.amp_on_mps", Bool}, {"trainer.threads", Int}, {"trainer.seed", Int},
+          {"optimizer.name", Str}, {"optimizer.lr", Num}, {"optimizer.weight_decay", Num}, {"optimizer.momentum", Num},
+          {"scheduler.name", Str}, {"scheduler.interval", Str}, {"scheduler.gamma", Num}, {"scheduler.step_size", Int},
+          {"scheduler.warmup", Int}, {"scheduler.warmup_start_factor", Num}, {"scheduler.total", Int},
+          {"scheduler.min_lr", Num}, {"sweep.strategy", Str}, {"sweep.trials", Int}, {"sweep.seed", Int},
+          {"sweep.objective", Str}, {"sweep.mode", Str}, {"sweep.asha.resource", Str}, {"sweep.asha.min_resource", Int},
+          {"sweep.asha.max_resource", Int}, {"sweep.asha.eta", Num}, {"run.dir", Str}, {"run.multirun_dir", Str}};
+}
+
+std::string resume_checkpoint(const config::Config& cfg, const std::filesystem::path& run_dir) {
+  const std::string resume = cfg.get_string("trainer.resume", "");
+  if (resume == "last" || resume == "best") return (run_dir / "checkpoints" / (resume + ".ckpt")).string();
+  return resume;
+}
+
+// The Task defaults that build on the optimizer's side (task.h).
+std::vector<ParamGroup> Task::param_groups() {
+  ParamGroup all;
+  all.name = "model";
+  all.params = model().parameters();
+  return {all};
+}
+
+std::unique_ptr<torch::optim::Optimizer> Task::make_optimizer(const std::vector<ParamGroup>& groups, const config::Config& cfg) {
+  (void)groups, (void)cfg;
+  return nullptr;
 }
 
 }  // namespace wavetrain

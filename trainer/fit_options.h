@@ -4,10 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "trainer/checkpoint.h"
 #include "trainer/config/config.h"
 #include "trainer/lr_scheduler.h"
 
@@ -72,6 +75,29 @@ double non_negative(const config::Config& cfg, const std::string& key, double fa
 // The optimizer optimizer.{name, lr, weight_decay, momentum} names, over `groups` (each group's own
 // lr and weight_decay, when it sets them, replace the config's).
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::Config& cfg, const std::vector<ParamGroup>& groups);
+
+// Judging a run before it starts, and the keys the trainer reads.
+
+// What ended a run for good: a limit that its state at a checkpoint has reached under `cfg`.
+struct Finished {
+  std::string reason;  // "step 64 of trainer.max_steps 64"
+  std::string raise;   // the setting to raise to train on; empty when none would help
+};
+
+// Whether a run resumed from `state` under `cfg` would stop before training anything:
+// trainer.max_steps or max_epochs reached, trainer.max_time used up (it counts the training time
+// of all the run's sessions), or early stopping ended it and still would (same monitor, patience
+// not raised). Lowering a limit below the state also counts; raising one past it does not.
+std::optional<Finished> finished_at(const config::Config& cfg, const TrainingState& state);
+
+// The checkpoint trainer.resume names: `run_dir`/checkpoints/last.ckpt or best.ckpt for last and
+// best, else the path as given. Empty when trainer.resume is not set.
+std::string resume_checkpoint(const config::Config& cfg, const std::filesystem::path& run_dir);
+
+// The types of the keys configs/config.yaml gives the trainer, optimizer, scheduler, sweep and
+// run: checked when a run's config is composed, whatever its task reads (a wrong type in a key the
+// run would never read is still a mistake in the file).
+std::vector<config::KeySpec> trainer_config_keys();
 
 // ceil(a / b) for a >= 0, b >= 1, without the overflow of (a + b - 1) / b when b is near 2^63.
 inline int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }

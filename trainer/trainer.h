@@ -34,31 +34,11 @@
 #include "trainer/config/config.h"
 #include "trainer/device.h"
 #include "trainer/distributed.h"
+#include "trainer/fit_options.h"
 #include "trainer/sweep/run_directory.h"
 #include "trainer/task.h"
 
 namespace wavetrain {
-
-// What ended a run for good: a limit that its state at a checkpoint has reached under `cfg`.
-struct Finished {
-  std::string reason;  // "step 64 of trainer.max_steps 64"
-  std::string raise;   // the setting to raise to train on; empty when none would help
-};
-
-// Whether a run resumed from `state` under `cfg` would stop before training anything:
-// trainer.max_steps or max_epochs reached, trainer.max_time used up (it counts the training time
-// of all the run's sessions), or early stopping ended it and still would (same monitor, patience
-// not raised). Lowering a limit below the state also counts; raising one past it does not.
-std::optional<Finished> finished_at(const config::Config& cfg, const TrainingState& state);
-
-// The checkpoint trainer.resume names: `run_dir`/checkpoints/last.ckpt or best.ckpt for last and
-// best, else the path as given. Empty when trainer.resume is not set.
-std::string resume_checkpoint(const config::Config& cfg, const std::filesystem::path& run_dir);
-
-// The types of the keys configs/config.yaml gives the trainer, optimizer, scheduler, sweep and
-// run: checked when a run's config is composed, whatever its task reads (a wrong type in a key the
-// run would never read is still a mistake in the file).
-std::vector<config::KeySpec> trainer_config_keys();
 
 // The task's validation metrics over `split` (at most `max_batches` batches; -1 for all), each
 // batch weighted by its size, under the precision policy and without gradients.

@@ -1,6 +1,13 @@
-// A test plugin: the `recorder` callback writes every hook call it gets, one line each, to the
-// file recorder.file, and keeps the number of optimizer steps it has seen as its checkpoint state
-// (plugin_test.cpp reads both). Built against the build tree, loaded with plugins=[...].
+// A test plugin (plugin_test.cpp), built against the build tree and loaded with plugins=[...]:
+//   recorder             a callback that writes every hook call it gets, one line each, to the file
+//                        recorder.file, and keeps the number of optimizer steps it has seen as its
+//                        checkpoint state
+//   decaying_sgd_toy     toy_regression trained by an optimizer of the task's own (Task::make_optimizer):
+//                        SGD whose rate decays with its own step count, which must come back on
+//                        resume (CheckpointedOptimizer) for the resumed run to equal a straight one
+#include <torch/nn/module.h>
+#include <torch/optim/sgd.h>
+
 #include <fstream>
 
 #include "trainer/callback.h"
@@ -41,7 +48,60 @@ class Recorder : public wavetrain::Callback {
   int64_t steps_seen_ = 0;
 };
 
+// lr / (1 + steps / 4): the rate depends on state only the optimizer has.
+class DecayingSgd : public torch::optim::SGD, public wavetrain::CheckpointedOptimizer {
+ public:
+  explicit DecayingSgd(std::vector<torch::optim::OptimizerParamGroup> groups, double lr)
+      : SGD(std::move(groups), torch::optim::SGDOptions(lr)), base_lr_(lr) {}
+  at::Tensor step(LossClosure closure = nullptr) override {
+    for (auto& g : param_groups()) g.options().set_lr(base_lr_ / (1.0 + static_cast<double>(steps_) / 4.0));
+    ++steps_;
+    return SGD::step(closure);
+  }
+  std::string type() const override { return "decaying_sgd"; }
+  Value state_value() override { return Value::dict({{Value::string("steps"), Value::integer(steps_)}}); }
+  void load_state_value(const Value& state, const std::string& source) override {
+    const Value* steps = state.find("steps");
+    if (!steps) throw std::runtime_error(source + ": decaying_sgd state without steps");
+    steps_ = steps->as_int();
+  }
+
+ private:
+  double base_lr_;
+  int64_t steps_ = 0;
+};
+
+// toy_regression, with the optimizer above: every other call goes to the built-in task.
+class DecayingSgdToy : public wavetrain::Task {
+ public:
+  explicit DecayingSgdToy(const wavetrain::config::Config& cfg) : toy_(wavetrain::make_task("toy_regression", cfg)) {}
+  torch::nn::Module& model() override { return toy_->model(); }
+  int64_t size(wavetrain::Split split) const override { return toy_->size(split); }
+  wavetrain::Batch make_batch(wavetrain::Split split, const std::vector<int64_t>& indices, const at::Device& device) override {
+    return toy_->make_batch(split, indices, device);
+  }
+  at::Tensor forward(const wavetrain::Batch& batch) override { return toy_->forward(batch); }
+  at::Tensor loss(const at::Tensor& prediction, const wavetrain::Batch& batch, Metrics& logged) override {
+    return toy_->loss(prediction, batch, logged);
+  }
+  Metrics validation_metrics(const at::Tensor& prediction, const wavetrain::Batch& batch) override {
+    return toy_->validation_metrics(prediction, batch);
+  }
+  std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<wavetrain::ParamGroup>& groups,
+                                                          const wavetrain::config::Config& cfg) override {
+    std::vector<torch::optim::OptimizerParamGroup> torch_groups;
+    for (const wavetrain::ParamGroup& g : groups) torch_groups.emplace_back(g.params);
+    return std::make_unique<DecayingSgd>(std::move(torch_groups), cfg.get_float("optimizer.lr", 0.1));
+  }
+
+ private:
+  std::unique_ptr<wavetrain::Task> toy_;
+};
+
 void register_recorder() {
+  static const wavetrain::TaskRegistration task(
+      "decaying_sgd_toy", [](const wavetrain::config::Config& cfg) { return std::make_unique<DecayingSgdToy>(cfg); },
+      {"toy_regression.*"});
   static const wavetrain::CallbackRegistration recorder(
       "recorder", [](const wavetrain::config::Config& cfg) { return std::make_unique<Recorder>(cfg.get_string("recorder.file")); },
       {"recorder.*"});
