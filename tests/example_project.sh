@@ -67,11 +67,15 @@ assert a["metrics"]["val/loss"] < 0.1, a["metrics"]  # sin(x) learnt, roughly, i
 print("eval: resumed == straight:", a["metrics"])
 PY
 
-step "sweep two widths"
+step "sweep two widths, the plugin named in a config file of the user's"
 cd "$work/cwd"
-"$wt" train -m "${common[@]}" trainer.max_epochs=1 sine_fit.hidden=4,8 run.multirun_dir="$work/sweep" > "$work/sweep.log" 2>&1 \
+mkdir -p "$work/mine/experiment"
+printf '# @package _global_\ndefaults:\n  - sine\nplugins: [%s]\n' "$plugin" > "$work/mine/experiment/sine_here.yaml"
+"$wt" train -m --config-dir "$work/mine" --config-dir "$src/examples/custom_task/configs" +experiment=sine_here \
+  trainer.max_epochs=1 sine_fit.hidden=4,8 run.multirun_dir="$work/sweep" > "$work/sweep.log" 2>&1 \
   || { cat "$work/sweep.log"; fail "sweep"; }
 for job in 0 1; do [ -f "$work/sweep/$job/result.json" ] || fail "sweep job $job has no result.json"; done
+"$wt" report "$work/sweep" > /dev/null || fail "report"
 
 step "the plugin's errors"
 expect_error() {  # text, then the command

@@ -132,6 +132,25 @@ TEST(Slurm, AFailedJobIsNamedAndTheOthersAreKept) {
 // A job that would outlast its time limit (1 minute; each optimizer step is held 15 ms, so the
 // 4000 steps take a minute and more) gets SIGUSR1 before the limit, saves last.ckpt, requeues
 // itself and continues; it ends with the weights of the same run trained without a stop.
+TEST(Slurm, APluginsTaskAndCallbackRunInArrayJobs) {
+  REQUIRE_CLUSTER();
+  const fs::path dir = fresh("plugin");
+  // The test plugin's task (an optimizer of its own) and callback (its state in the checkpoint),
+  // loaded by each array task's `wavetrain sweep-job` from the overrides it was given.
+  const std::string plugin = std::string(WAVETRAIN_TEST_PLUGIN_DIR) + "/libwavetrain_test_recorder_plugin.so";
+  const Result r = wavetrain_on_cluster(dir, "train -m launcher=slurm task=decaying_sgd_toy trainer.max_epochs=1 trainer.threads=1 "
+                                             "plugins=[" + plugin + "] callbacks=[recorder] +recorder.file=hooks.txt "
+                                             "+toy_regression.hidden=8,16 run.multirun_dir=sweep");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* job : {"0", "1"}) {
+    const wavetrain::TrainingState s = wavetrain::Checkpoint::load((dir / "sweep" / job / "checkpoints/last.ckpt").string());
+    EXPECT_EQ(s.optimizer.find("type")->as_string(), "decaying_sgd") << job;
+    ASSERT_EQ(s.callbacks.size(), 1u) << job;
+    EXPECT_EQ(s.callbacks[0].first, "recorder");
+    EXPECT_EQ(s.callbacks[0].second.find("steps_seen")->as_int(), s.global_step) << job;
+  }
+}
+
 TEST(Slurm, AJobPastItsTimeLimitIsRequeuedAndEndsAsAnUninterruptedRun) {
   REQUIRE_CLUSTER();
   const fs::path dir = fresh("requeue");
