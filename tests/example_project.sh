@@ -28,8 +28,12 @@ command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 # Torch_DIR is left to the package (it records the LibTorch wavetrain was built with).
 cmake -S "$src/examples/custom_task" -B "$work/example" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" "${launcher[@]}" \
   > "$work/configure.log" || { cat "$work/configure.log"; fail "configure"; }
-grep -q "$src" "$work/example/CMakeCache.txt" && grep "$src" "$work/example/CMakeCache.txt" | grep -v "examples/custom_task" \
-  | grep -q . && fail "the example's build refers to wavetrain's source tree"
+# Nothing of wavetrain's tree (its headers, its build) is on the example's compile or link lines; the
+# project's .venv (the PyPI LibTorch of the second build) is where that LibTorch lives, not wavetrain.
+if grep -o "$src/[^ ;\"]*" "$work/example/build.ninja" | grep -v -e "^$src/examples/custom_task" -e "^$src/.venv/" | grep -q .; then
+  grep -o "$src/[^ ;\"]*" "$work/example/build.ninja" | grep -v -e "^$src/examples/custom_task" -e "^$src/.venv/" | sort -u | head >&2
+  fail "the example's build refers to wavetrain's source tree"
+fi
 cmake --build "$work/example" > "$work/build.log" || { cat "$work/build.log"; fail "build"; }
 plugin=$work/example/libcustom_task.so
 [ -f "$plugin" ] || fail "no plugin built"

@@ -182,6 +182,13 @@ TEST(Plugins, EachBadPluginIsOneErrorNamingTheFileAndNothingIsWritten) {
       {plugin_file("clashing_plugin"),
        "plugin " + plugin_file("clashing_plugin") + ": registers task 'toy_regression', already registered by wavetrain or an earlier plugin"},
       {(dir / "text.so").string(), "plugin " + (dir / "text.so").string() + ": cannot be loaded ("},
+      // Linked against another build's libraries: refused before it is loaded (two LibTorch builds
+      // in one process crash in their static initialisers).
+      {plugin_file("other_torch_cpu_plugin"), "plugin " + plugin_file("other_torch_cpu_plugin") +
+                                                  ": built against another LibTorch (it needs libtorch_cpu.so.9.9, and this wavetrain runs on "},
+      {plugin_file("other_wavetrain_trainer_plugin"),
+       "plugin " + plugin_file("other_wavetrain_trainer_plugin") +
+           ": built against another wavetrain (it needs libwavetrain_trainer.so.0.0.9, and this wavetrain runs on "},
   };
   std::ofstream(dir / "text.so") << "not an ELF file\n";
   for (const Case& c : cases) {

@@ -2,8 +2,13 @@
 #include "trainer/plugin.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "trainer/task.h"
 
@@ -28,6 +33,88 @@ std::vector<std::string> plugin_paths(const config::Node& list) {
   return paths;
 }
 
+// The DT_NEEDED entries of a 64-bit little-endian ELF shared object (the libraries it was linked
+// against, by soname), read from the file without loading it; empty for anything else (dlopen then
+// says what is wrong). Every offset is checked against the file's size: any file may be given.
+std::vector<std::string> needed_libraries(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto fits = [&](uint64_t offset, uint64_t size) { return offset <= bytes.size() && size <= bytes.size() - offset; };
+  Elf64_Ehdr header{};
+  if (!fits(0, sizeof header)) return {};
+  std::memcpy(&header, bytes.data(), sizeof header);
+  if (std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0 || header.e_ident[EI_CLASS] != ELFCLASS64 ||
+      header.e_ident[EI_DATA] != ELFDATA2LSB || header.e_phentsize != sizeof(Elf64_Phdr))
+    return {};
+  std::vector<Elf64_Phdr> segments(header.e_phnum);
+  if (!fits(header.e_phoff, uint64_t{header.e_phnum} * sizeof(Elf64_Phdr))) return {};
+  std::memcpy(segments.data(), bytes.data() + header.e_phoff, segments.size() * sizeof(Elf64_Phdr));
+  // The string table is named by its address once loaded: the file offset is found through the
+  // loadable segment that holds that address.
+  const auto file_offset = [&](uint64_t address, uint64_t& offset) {
+    for (const Elf64_Phdr& s : segments)
+      if (s.p_type == PT_LOAD && address >= s.p_vaddr && address - s.p_vaddr < s.p_filesz) {
+        offset = s.p_offset + (address - s.p_vaddr);
+        return true;
+      }
+    return false;
+  };
+  std::vector<uint64_t> needed;
+  uint64_t strtab = 0, strsz = 0;
+  for (const Elf64_Phdr& s : segments) {
+    if (s.p_type != PT_DYNAMIC || !fits(s.p_offset, s.p_filesz)) continue;
+    for (uint64_t at = s.p_offset; at + sizeof(Elf64_Dyn) <= s.p_offset + s.p_filesz; at += sizeof(Elf64_Dyn)) {
+      Elf64_Dyn entry{};
+      std::memcpy(&entry, bytes.data() + at, sizeof entry);
+      if (entry.d_tag == DT_NULL) break;
+      if (entry.d_tag == DT_NEEDED) needed.push_back(entry.d_un.d_val);
+      if (entry.d_tag == DT_STRTAB) strtab = entry.d_un.d_ptr;
+      if (entry.d_tag == DT_STRSZ) strsz = entry.d_un.d_val;
+    }
+  }
+  uint64_t table = 0;
+  if (needed.empty() || !file_offset(strtab, table) || !fits(table, strsz)) return {};
+  std::vector<std::string> names;
+  for (const uint64_t name : needed) {
+    if (name >= strsz) continue;
+    const char* text = bytes.data() + table + name;
+    names.emplace_back(text, strnlen(text, strsz - name));
+  }
+  return names;
+}
+
+// The shared libraries this process has loaded, by path.
+std::vector<std::string> loaded_libraries() {
+  std::vector<std::string> paths;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        if (info->dlpi_name && *info->dlpi_name) static_cast<std::vector<std::string>*>(out)->push_back(info->dlpi_name);
+        return 0;
+      },
+      &paths);
+  return paths;
+}
+
+// A plugin linked against another LibTorch or another wavetrain would load that one's libraries
+// beside this process's (two LibTorch builds in one process crash in their static initialisers,
+// before any check of ours could run; a second wavetrain library would hold a second registry).
+// Its needed libraries are compared with the loaded ones before it is loaded: the same library
+// (libtorch_cpu, libc10, libwavetrain_trainer, ...) under another soname is another build of it.
+void check_linked_libraries(const std::string& where, const std::string& file) {
+  const auto stem = [](const std::string& name) { return name.substr(0, name.find(".so")); };
+  const std::vector<std::string> loaded = loaded_libraries();
+  for (const std::string& need : needed_libraries(file)) {
+    const bool torch = need.rfind("libtorch", 0) == 0 || need.rfind("libc10", 0) == 0;
+    if (!torch && need.rfind("libwavetrain_", 0) != 0) continue;
+    for (const std::string& path : loaded) {
+      const std::string name = std::filesystem::path(path).filename().string();
+      if (stem(name) == stem(need) && name != need)
+        throw PluginError(where + ": built against another " + (torch ? "LibTorch" : "wavetrain") + " (it needs " + need +
+                          ", and this wavetrain runs on " + path + "); rebuild it against this installation");
+    }
+  }
+}
+
 std::string describe(const PluginInfo& info) {
   return std::string("wavetrain ") + info.wavetrain_version + ", LibTorch " + info.torch_version + ", " +
          (info.cxx11_abi ? "the C++11" : "the pre-C++11") + " std::string ABI";
@@ -43,6 +130,7 @@ void load_plugin(const std::string& given) {
     if (done == file) return;
   const std::string where = "plugin " + given;
   if (!std::filesystem::is_regular_file(path, ec)) throw PluginError(where + ": no such file");
+  check_linked_libraries(where, file);
   void* handle = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* why = ::dlerror();

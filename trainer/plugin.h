@@ -16,9 +16,11 @@
 // keys are known like the built-in ones. Relative paths are from the working directory; a run's
 // recorded config has them absolute, so eval of its checkpoint finds them from anywhere.
 //
-// Loading checks, before the plugin registers anything, that it is one (it defines
-// wavetrain_plugin_info) and that it was built against this wavetrain, this LibTorch and this C++
-// library ABI; after, that it took no name that was already registered. Each failure is a
+// Loading checks, before the plugin is loaded, that the libraries it was linked against are this
+// process's LibTorch and wavetrain libraries (not another build's under another soname); before it
+// registers anything, that it is a plugin (it defines wavetrain_plugin_info) built against this
+// wavetrain, this LibTorch and this C++ library ABI; after, that it took no name that was already
+// registered. Each failure is a
 // PluginError naming the file, and nothing is written.
 #pragma once
 
