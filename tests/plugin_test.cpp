@@ -182,6 +182,8 @@ TEST(Plugins, EachBadPluginIsOneErrorNamingTheFileAndNothingIsWritten) {
       {plugin_file("clashing_plugin"),
        "plugin " + plugin_file("clashing_plugin") + ": registers task 'toy_regression', already registered by wavetrain or an earlier plugin"},
       {(dir / "text.so").string(), "plugin " + (dir / "text.so").string() + ": cannot be loaded ("},
+      {plugin_file("load_time_registration_plugin"),
+       "plugin " + plugin_file("load_time_registration_plugin") + ": registers tasks or callbacks while it loads"},
       // Linked against another build's libraries: refused before it is loaded (two LibTorch builds
       // in one process crash in their static initialisers).
       {plugin_file("other_torch_cpu_plugin"), "plugin " + plugin_file("other_torch_cpu_plugin") +
@@ -202,6 +204,9 @@ TEST(Plugins, EachBadPluginIsOneErrorNamingTheFileAndNothingIsWritten) {
   const auto unknown = wavetrain_in(dir, "train task=toy_regression callbacks=[recorder] run.dir=run");
   EXPECT_EQ(unknown.exit_code, 1);
   EXPECT_NE(unknown.err.find("unknown callback 'recorder'. Known callbacks: lr_monitor"), std::string::npos) << unknown.err;
+  const auto builtin = wavetrain_in(dir, "train task=toy_regression callbacks=[timer] run.dir=run");
+  EXPECT_EQ(builtin.exit_code, 1);
+  EXPECT_NE(builtin.err.find("'timer' is built in: every run has it (configured by trainer.*)"), std::string::npos) << builtin.err;
   EXPECT_FALSE(fs::exists(dir / "run"));
 }
 

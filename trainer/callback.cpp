@@ -1,6 +1,7 @@
 // The callback registry and the default checkpoint hooks; see callback.h.
 #include "trainer/callback.h"
 
+#include <algorithm>
 #include <map>
 
 #include "trainer/callbacks/builtin.h"
@@ -33,7 +34,23 @@ void Callback::on_load_checkpoint(FitContext& ctx, const TrainingState& state) {
     if (key == name()) load_state_dict(own);
 }
 
+// The callbacks every run has (callbacks/builtin.h): their names are taken.
+const std::vector<std::string>& builtin_callback_names() {
+  static const std::vector<std::string> names = {"progress_bar", "csv_logger",     "tensorboard", "early_stopping", "timer",
+                                                 "model_checkpoint", "stop_on_signal", "fault_injection"};
+  return names;
+}
+
+bool is_builtin(const std::string& name) {
+  const std::vector<std::string>& b = builtin_callback_names();
+  return std::find(b.begin(), b.end(), name) != b.end();
+}
+
 CallbackRegistration::CallbackRegistration(const std::string& name, CallbackFactory factory, std::vector<std::string> keys) {
+  if (is_builtin(name)) {
+    note_registration_clash("callback '" + name + "' (built in)");
+    return;
+  }
   if (!registry().emplace(name, Registered{std::move(factory), std::move(keys)}).second)
     note_registration_clash("callback '" + name + "'");
 }
@@ -60,6 +77,8 @@ std::vector<std::string> configured_callback_names(const config::Config& cfg) {
     if (item.kind() != config::Node::Kind::String)
       throw config::ConfigError(where + ": expected callback names, found " + item.to_display());
     const std::string& name = item.string_value();
+    if (is_builtin(name))
+      throw config::ConfigError(where + ": '" + name + "' is built in: every run has it (configured by trainer.*)");
     if (registry().count(name) == 0) {
       std::string known;
       for (const std::string& n : callback_names()) known += (known.empty() ? "" : ", ") + n;
@@ -75,7 +94,14 @@ std::vector<std::string> configured_callback_names(const config::Config& cfg) {
 
 std::vector<std::unique_ptr<Callback>> make_configured_callbacks(const config::Config& cfg) {
   std::vector<std::unique_ptr<Callback>> made;
-  for (const std::string& name : configured_callback_names(cfg)) made.push_back(registry().at(name).factory(cfg));
+  for (const std::string& name : configured_callback_names(cfg)) {
+    std::unique_ptr<Callback> c = registry().at(name).factory(cfg);
+    // Its name is its state's key in checkpoints: it must be the one it was configured by.
+    if (!c) throw config::ConfigError("callback '" + name + "': its factory made no callback");
+    if (c->name() != name)
+      throw config::ConfigError("callback '" + name + "': its factory made a callback named '" + c->name() + "'");
+    made.push_back(std::move(c));
+  }
   return made;
 }
 

@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 
+#include "trainer/callback.h"
 #include "trainer/task.h"
 
 namespace wavetrain {
@@ -38,17 +40,23 @@ std::vector<std::string> plugin_paths(const config::Node& list) {
 // says what is wrong). Every offset is checked against the file's size: any file may be given.
 std::vector<std::string> needed_libraries(const std::string& file) {
   std::ifstream in(file, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto fits = [&](uint64_t offset, uint64_t size) { return offset <= bytes.size() && size <= bytes.size() - offset; };
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(file, ec);
+  if (!in || ec) return {};
+  const auto fits = [&](uint64_t offset, uint64_t length) { return offset <= size && length <= size - offset; };
+  // Only the parts read: the headers, the dynamic section and its string table.
+  const auto read_at = [&](uint64_t offset, uint64_t length, void* out) {
+    if (!fits(offset, length)) return false;
+    in.seekg(static_cast<std::streamoff>(offset));
+    return static_cast<bool>(in.read(static_cast<char*>(out), static_cast<std::streamsize>(length)));
+  };
   Elf64_Ehdr header{};
-  if (!fits(0, sizeof header)) return {};
-  std::memcpy(&header, bytes.data(), sizeof header);
+  if (!read_at(0, sizeof header, &header)) return {};
   if (std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0 || header.e_ident[EI_CLASS] != ELFCLASS64 ||
       header.e_ident[EI_DATA] != ELFDATA2LSB || header.e_phentsize != sizeof(Elf64_Phdr))
     return {};
   std::vector<Elf64_Phdr> segments(header.e_phnum);
-  if (!fits(header.e_phoff, uint64_t{header.e_phnum} * sizeof(Elf64_Phdr))) return {};
-  std::memcpy(segments.data(), bytes.data() + header.e_phoff, segments.size() * sizeof(Elf64_Phdr));
+  if (!read_at(header.e_phoff, uint64_t{header.e_phnum} * sizeof(Elf64_Phdr), segments.data())) return {};
   // The string table is named by its address once loaded: the file offset is found through the
   // loadable segment that holds that address.
   const auto file_offset = [&](uint64_t address, uint64_t& offset) {
@@ -65,7 +73,7 @@ std::vector<std::string> needed_libraries(const std::string& file) {
     if (s.p_type != PT_DYNAMIC || !fits(s.p_offset, s.p_filesz)) continue;
     for (uint64_t at = s.p_offset; at + sizeof(Elf64_Dyn) <= s.p_offset + s.p_filesz; at += sizeof(Elf64_Dyn)) {
       Elf64_Dyn entry{};
-      std::memcpy(&entry, bytes.data() + at, sizeof entry);
+      if (!read_at(at, sizeof entry, &entry)) break;
       if (entry.d_tag == DT_NULL) break;
       if (entry.d_tag == DT_NEEDED) needed.push_back(entry.d_un.d_val);
       if (entry.d_tag == DT_STRTAB) strtab = entry.d_un.d_ptr;
@@ -73,13 +81,12 @@ std::vector<std::string> needed_libraries(const std::string& file) {
     }
   }
   uint64_t table = 0;
-  if (needed.empty() || !file_offset(strtab, table) || !fits(table, strsz)) return {};
+  if (needed.empty() || strsz > (uint64_t{1} << 26) || !file_offset(strtab, table)) return {};
+  std::string strings(strsz, '\0');
+  if (!read_at(table, strsz, strings.data())) return {};
   std::vector<std::string> names;
-  for (const uint64_t name : needed) {
-    if (name >= strsz) continue;
-    const char* text = bytes.data() + table + name;
-    names.emplace_back(text, strnlen(text, strsz - name));
-  }
+  for (const uint64_t name : needed)
+    if (name < strsz) names.emplace_back(strings.c_str() + name, strnlen(strings.c_str() + name, strsz - name));
   return names;
 }
 
@@ -122,15 +129,26 @@ std::string describe(const PluginInfo& info) {
 
 }  // namespace
 
-void load_plugin(const std::string& given) {
-  std::error_code ec;
-  const std::filesystem::path path = std::filesystem::absolute(given, ec);
-  const std::string file = path.string();
-  for (const std::string& done : loaded())
-    if (done == file) return;
-  const std::string where = "plugin " + given;
-  if (!std::filesystem::is_regular_file(path, ec)) throw PluginError(where + ": no such file");
+namespace {
+
+// Files that failed to load, with their error: a second attempt (another sweep job's config in the
+// same process) gets the same error, not a half-registered plugin that seems to load.
+std::map<std::string, std::string>& failed() {
+  static std::map<std::string, std::string> errors;
+  return errors;
+}
+
+// Every registered name, to see what a plugin registered while it loaded.
+std::vector<std::string> registered_names() {
+  std::vector<std::string> names = task_names();
+  for (const std::string& c : callback_names()) names.push_back("callback " + c);
+  return names;
+}
+
+void load_checked(const std::string& where, const std::string& file) {
   check_linked_libraries(where, file);
+  take_registration_clashes();  // only this plugin's count below
+  const std::vector<std::string> before = registered_names();
   void* handle = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* why = ::dlerror();
@@ -138,10 +156,22 @@ void load_plugin(const std::string& given) {
                       "); a plugin built against another wavetrain or LibTorch installation does not load: rebuild it "
                       "against this one (find_package(wavetrain))");
   }
+  // Registration belongs in the WAVETRAIN_PLUGIN function, after the checks below: a registration
+  // object at namespace scope would run inside dlopen, before them.
+  if (registered_names() != before || !take_registration_clashes().empty())
+    throw PluginError(where + ": registers tasks or callbacks while it loads (a registration object at namespace scope); "
+                      "make them function-local statics of its WAVETRAIN_PLUGIN function (trainer/plugin.h)");
   const auto* info = static_cast<const PluginInfo*>(::dlsym(handle, "wavetrain_plugin_info"));
-  if (!info)
+  // dlsym also searches the plugin's own dependencies: the symbol must be this file's.
+  Dl_info origin{};
+  std::error_code ec;
+  const bool own = info && ::dladdr(info, &origin) != 0 && origin.dli_fname &&
+                   std::filesystem::equivalent(origin.dli_fname, file, ec);
+  if (!own) {
+    ::dlclose(handle);
     throw PluginError(where + ": not a wavetrain plugin (it defines no wavetrain_plugin_info; a plugin says "
                       "WAVETRAIN_PLUGIN(its_registration_function) once, see trainer/plugin.h)");
+  }
   const PluginInfo self{kPluginInterface, WAVETRAIN_VERSION, TORCH_VERSION, _GLIBCXX_USE_CXX11_ABI, nullptr};
   if (info->interface != kPluginInterface)
     throw PluginError(where + ": built for plugin interface " + std::to_string(info->interface) + ", this wavetrain has " +
@@ -151,7 +181,6 @@ void load_plugin(const std::string& given) {
     throw PluginError(where + ": built against " + describe(*info) + ", but this is " + describe(self) +
                       "; rebuild it against this installation");
   if (!info->register_all) throw PluginError(where + ": its WAVETRAIN_PLUGIN names no registration function");
-  take_registration_clashes();  // only this plugin's count below
   try {
     info->register_all();
   } catch (const std::exception& e) {
@@ -163,6 +192,25 @@ void load_plugin(const std::string& given) {
     for (const std::string& c : clashes) names += (names.empty() ? "" : ", ") + c;
     throw PluginError(where + ": registers " + names + ", already registered by wavetrain or an earlier plugin; "
                       "give it another name");
+  }
+}
+
+}  // namespace
+
+void load_plugin(const std::string& given) {
+  std::error_code ec;
+  const std::filesystem::path path = std::filesystem::weakly_canonical(std::filesystem::absolute(given, ec), ec);
+  const std::string file = path.string();
+  for (const std::string& done : loaded())
+    if (done == file) return;
+  if (const auto it = failed().find(file); it != failed().end()) throw PluginError(it->second);
+  const std::string where = "plugin " + given;
+  if (!std::filesystem::is_regular_file(path, ec)) throw PluginError(where + ": no such file");
+  try {
+    load_checked(where, file);
+  } catch (const PluginError& e) {
+    failed()[file] = e.what();
+    throw;
   }
   loaded().push_back(file);
 }

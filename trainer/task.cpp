@@ -130,7 +130,9 @@ std::unique_ptr<Task> make_task(const std::string& name, const config::Config& c
     for (const std::string& n : task_names()) known += (known.empty() ? "" : ", ") + n;
     throw config::ConfigError("Unknown task '" + name + "'. Known tasks: " + (known.empty() ? "none" : known));
   }
-  return it->second(cfg);
+  std::unique_ptr<Task> task = it->second(cfg);
+  if (!task) throw config::ConfigError("task '" + name + "': its factory made no task");
+  return task;
 }
 
 }  // namespace wavetrain

@@ -36,37 +36,6 @@ nlohmann::json to_json(const Metrics& m) {
 
 }  // namespace
 
-Metrics evaluate(Task& task, Split split, const at::Device& device, const AmpPolicy& amp, int64_t batch_size,
-                 int64_t max_batches) {
-  task.model().eval();
-  at::NoGradGuard no_grad;
-  const int64_t n = task.size(split);
-  Metrics sums;
-  std::vector<double> weights;  // per metric: the summed weights of its batches (task.metric_weight)
-  for (int64_t b = 0; (max_batches < 0 || b < max_batches) && b * batch_size < n; ++b) {
-    std::vector<int64_t> indices;
-    for (int64_t i = b * batch_size; i < std::min(n, (b + 1) * batch_size); ++i) indices.push_back(i);
-    Batch batch = task.make_batch(split, indices, device);
-    batch.indices = indices;
-    at::Tensor prediction;
-    {
-      AutocastGuard autocast(amp);
-      prediction = task.forward(batch);
-    }
-    const Metrics m = task.validation_metrics(prediction, batch);
-    if (sums.empty())
-      for (const auto& [k, v] : m) sums.emplace_back(k, 0.0);
-    weights.resize(sums.size(), 0.0);
-    for (size_t i = 0; i < m.size() && i < sums.size(); ++i) {
-      const double w = task.metric_weight(m[i].first, batch);
-      sums[i].second += m[i].second * w;
-      weights[i] += w;
-    }
-  }
-  for (size_t i = 0; i < sums.size(); ++i) sums[i].second /= weights[i] > 0 ? weights[i] : 1.0;
-  return sums;
-}
-
 Trainer::Trainer(const config::Config& cfg, const RunDirectory& run, DeviceChoice device, AmpPolicy amp,
                  ProcessGroup* group)
     : cfg_(cfg),
@@ -93,7 +62,8 @@ class FitLoop {
       : cfg_(cfg), o_(o), device_(device), amp_(amp), group_(group), now_(std::move(now)),
         task_(make_task(o.task, cfg)),
         model_(task_->model()),
-        groups_((model_.to(device), task_->param_groups())),
+        // On the device, with rank 0's weights, before the optimizer sees the parameters.
+        groups_((model_.to(device), broadcast_weights(group, model_), task_->param_groups())),
         optimizer_(make_run_optimizer()),
         scheduler_(o.schedule, base_lrs(*optimizer_)),
         scaler_({65536.0, 2.0, 0.5, 2000, amp.grad_scaler}),
@@ -113,11 +83,7 @@ class FitLoop {
     config::Node recorded = cfg.tree();
     task_->add_to_recorded_config(recorded);
     recorded_config_ = config::to_yaml(recorded);
-    if (group_) {  // every rank starts from rank 0's weights
-      std::vector<at::Tensor> state;
-      for (auto& [name, t] : module_state_dict(model_)) state.push_back(t);
-      group_->broadcast_from_rank0(state);
-    }
+    configured_callbacks_ = !configured_callback_names(cfg).empty();
     size_epochs();
   }
 
@@ -136,7 +102,8 @@ class FitLoop {
         model_.train();
         each(&Callback::on_train_epoch_start);
         const double loss = train_epoch();
-        if (ctx_.interrupted_by) {
+        const bool mid_epoch = ctx_.batch_in_epoch < ctx_.batches && ctx_.step < ctx_.total_steps;
+        if (ctx_.interrupted_by && mid_epoch) {
           each(&Callback::on_interrupt, /*mid_epoch=*/true);
           result_.epochs = epoch + 1;  // the epoch under way
           break;
@@ -146,11 +113,14 @@ class FitLoop {
         result_.epochs = epoch + 1;
         if (const Metrics m = task_->train_epoch_metrics(epoch); !m.empty()) ctx_.log_metrics(m);
         each(&Callback::on_train_epoch_end);  // last.ckpt of the epoch
-        if (ctx_.interrupted_by) {
+        if (ctx_.step >= ctx_.total_steps) {  // over by itself: a stop request changes nothing now
+          ctx_.interrupted_by = 0;
+          break;
+        }
+        if (ctx_.interrupted_by) {  // at the epoch's end: its last.ckpt was just saved
           each(&Callback::on_interrupt, /*mid_epoch=*/false);
           break;
         }
-        if (ctx_.step >= ctx_.total_steps) break;
       }
       result_.global_step = ctx_.step;
       result_.interrupted_by = ctx_.interrupted_by;
@@ -224,12 +194,17 @@ class FitLoop {
         step.logged.emplace_back("lr", optimizer_->param_groups()[0].options().get_lr());
       }
       each(&Callback::on_train_batch_end, step);
+      // The built-in callbacks stop every rank at the same step; a configured one might ask on one
+      // rank only, and the ranks must not part (their next collectives would not pair).
+      if (group_ && configured_callbacks_) ctx_.stop = any_rank(ctx_.stop);
       if (step.log) ctx_.log_metrics(step.logged);
       const int64_t steps_in_epoch = ceil_div(ctx_.batch_in_epoch, accumulate);
       if (val_every_ > 0 && ctx_.batch_in_epoch < batches &&
           (val_every_global_ ? ctx_.step % val_every_ == 0 : steps_in_epoch % val_every_ == 0))
         validate(loss);
-      if (ctx_.interrupted_by) break;  // stop_on_signal: after this step's validation, if one was due
+      // stop_on_signal, after this step's validation if one was due; at the epoch's last batch or
+      // the run's last step it is handled at the epoch's end instead.
+      if (ctx_.interrupted_by && ctx_.batch_in_epoch < batches && ctx_.step < ctx_.total_steps) break;
     }
     return loss;
   }
@@ -396,6 +371,14 @@ class FitLoop {
       if (p.requires_grad()) trainable_.push_back(p);
   }
 
+  // Every rank starts from rank 0's weights.
+  static void broadcast_weights(ProcessGroup* group, torch::nn::Module& model) {
+    if (!group) return;
+    std::vector<at::Tensor> state;
+    for (auto& [name, t] : module_state_dict(model)) state.push_back(t);
+    group->broadcast_from_rank0(state);
+  }
+
   std::unique_ptr<torch::optim::Optimizer> make_run_optimizer() {
     std::unique_ptr<torch::optim::Optimizer> own = task_->make_optimizer(groups_, cfg_);
     return own ? std::move(own) : make_optimizer(cfg_, groups_);
@@ -441,6 +424,7 @@ class FitLoop {
   int64_t n_train_ = 0, val_batches_ = 0, parts_ = 1;
   int64_t val_every_ = 0;
   bool val_every_global_ = false;
+  bool configured_callbacks_ = false;  // callbacks: [...] names some
   int64_t start_epoch_ = 0, start_batch_ = 0;  // where a resumed run starts
   int64_t last_validation_step_ = -1;
   int64_t skipped_steps_ = 0;

@@ -6,7 +6,7 @@
 //   epoch=E-step=S-<monitor>=<value>.ckpt   the trainer.checkpoint.save_top_k best validations
 //   epoch=E-step=S.ckpt                     every trainer.checkpoint.every_n_epochs epochs
 //
-// fast_dev_run saves none of them. Its state, the best monitored value so far, is the checkpoint
+// fast_dev_run saves none of them; only rank 0 captures and saves. Its state, the best monitored value so far, is the checkpoint
 // metric `best/<monitor>`, where result.json's readers and older checkpoints have it.
 #include <algorithm>
 #include <filesystem>
@@ -93,7 +93,7 @@ class ModelCheckpoint : public Callback {
     (void)step;
     // Not at the last step: the run's end saves after its final validation, and a checkpoint at
     // max_steps from before it would make a resume after a crash here see a finished run.
-    if (o_.every_n_steps > 0 && ctx.step % o_.every_n_steps == 0 && ctx.step < ctx.total_steps && !o_.fast_dev_run)
+    if (ctx.writer() && o_.every_n_steps > 0 && ctx.step % o_.every_n_steps == 0 && ctx.step < ctx.total_steps && !o_.fast_dev_run)
       save(ctx, "last.ckpt", ctx.capture(ctx.epoch, ctx.batch_in_epoch, ctx.result.last));
   }
 
@@ -107,7 +107,7 @@ class ModelCheckpoint : public Callback {
       ctx.result.best = metrics;
     }
     const bool enters_top_k = o_.save_top_k > 0 && (static_cast<int64_t>(top_k_.size()) < o_.save_top_k || better(v, top_k_.back().first));
-    if (!new_best && !enters_top_k) return;
+    if (!ctx.writer() || (!new_best && !enters_top_k)) return;
     // A validation at the epoch's end is the state of the next epoch's start.
     const bool epoch_done = ctx.batch_in_epoch >= ctx.batches;
     const TrainingState state = ctx.capture(epoch_done ? ctx.epoch + 1 : ctx.epoch, epoch_done ? 0 : ctx.batch_in_epoch, ctx.result.last);
@@ -128,7 +128,7 @@ class ModelCheckpoint : public Callback {
   }
 
   void on_train_epoch_end(FitContext& ctx) override {
-    if (o_.fast_dev_run) return;
+    if (o_.fast_dev_run || !ctx.writer()) return;
     // An epoch cut short (max_steps, max_time) is recorded as such, so a resume finishes it.
     const bool epoch_done = ctx.batch_in_epoch >= ctx.batches;
     const TrainingState state =
@@ -140,7 +140,7 @@ class ModelCheckpoint : public Callback {
 
   void on_interrupt(FitContext& ctx, bool mid_epoch) override {
     // The state after the last step: a resume runs what remains of the epoch.
-    if (mid_epoch) save(ctx, "last.ckpt", ctx.capture(ctx.epoch, ctx.batch_in_epoch, ctx.result.last));
+    if (mid_epoch && ctx.writer()) save(ctx, "last.ckpt", ctx.capture(ctx.epoch, ctx.batch_in_epoch, ctx.result.last));
   }
 
  private:

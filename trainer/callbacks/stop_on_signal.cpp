@@ -16,18 +16,11 @@ class StopOnSignal : public Callback {
  public:
   std::string name() const override { return "stop_on_signal"; }
 
-  // While the loop runs, SIGTERM asks it to stop instead of ending the process.
+  // From here until the run is over (the callbacks live until result.json is written), SIGTERM
+  // asks the loop to stop instead of ending the process.
   void on_fit_start(FitContext& ctx) override {
     (void)ctx;
     scope_.emplace();
-  }
-  void on_fit_end(FitContext& ctx) override {
-    (void)ctx;
-    scope_.reset();
-  }
-  void on_exception(FitContext& ctx, const std::exception& error) override {
-    (void)ctx, (void)error;
-    scope_.reset();
   }
 
   void on_train_batch_end(FitContext& ctx, TrainStep& step) override {
