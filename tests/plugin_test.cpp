@@ -127,6 +127,28 @@ TEST(Callbacks, ATasksOwnOptimizerKeepsItsStateAcrossAKill) {
   EXPECT_NE(other.err.find("optimizer state is for decaying_sgd, but the run uses adam"), std::string::npos) << other.err;
 }
 
+TEST(Callbacks, OnTwoRanksACallbacksStopOnOneRankStopsBothAndRankZeroSavesItsState) {
+  const fs::path dir = fresh_plugin_dir("ranks");
+  // Rank 1 alone asks to stop after step 3 of 8: both ranks stop there (a rank that went on alone
+  // would wait forever for the other in its next gradient average).
+  const auto r = wavetrain_in(dir, recorded_run(dir / "hooks.txt", "trainer.max_epochs=2 trainer.devices=2 trainer.batch_size=8 "
+                                                                     "+recorder.stop_at_step=3 +recorder.stop_rank=1 run.dir=run"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> hooks = lines_of(dir / "hooks.txt");
+  for (const char* rank : {"rank=0", "rank=1"}) {
+    EXPECT_EQ(std::count(hooks.begin(), hooks.end(), std::string(rank) + " epoch=0 step=3 fit_end steps_seen=3"), 1) << rank;
+    EXPECT_EQ(std::count_if(hooks.begin(), hooks.end(), [&](const std::string& l) {
+                return l.rfind(rank, 0) == 0 && l.find("train_batch_end") != std::string::npos;
+              }),
+              3)
+        << rank;
+  }
+  const wavetrain::TrainingState saved = wavetrain::Checkpoint::load((dir / "run/checkpoints/last.ckpt").string());
+  EXPECT_EQ(saved.global_step, 3);
+  ASSERT_EQ(saved.callbacks.size(), 1u);
+  EXPECT_EQ(saved.callbacks[0].second.find("steps_seen")->as_int(), 3);
+}
+
 TEST(Callbacks, OnExceptionHearsOfTheErrorThatEndsTheRun) {
   const fs::path dir = fresh_plugin_dir("exception");
   const auto r = wavetrain_in(dir, recorded_run(dir / "hooks.txt", "trainer.max_epochs=1 trainer.monitor=val/nothing run.dir=run"));

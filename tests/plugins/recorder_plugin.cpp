@@ -1,7 +1,8 @@
 // A test plugin (plugin_test.cpp), built against the build tree and loaded with plugins=[...]:
 //   recorder             a callback that writes every hook call it gets, one line each, to the file
 //                        recorder.file, and keeps the number of optimizer steps it has seen as its
-//                        checkpoint state
+//                        checkpoint state; with recorder.stop_at_step=N it asks the run to stop
+//                        there, on rank recorder.stop_rank only when that is set
 //   decaying_sgd_toy     toy_regression trained by an optimizer of the task's own (Task::make_optimizer):
 //                        SGD whose rate decays with its own step count, which must come back on
 //                        resume (CheckpointedOptimizer) for the resumed run to equal a straight one
@@ -21,7 +22,8 @@ using wavetrain::serialization::Value;
 
 class Recorder : public wavetrain::Callback {
  public:
-  explicit Recorder(const std::string& file) : out_(file, std::ios::app) {}
+  Recorder(const std::string& file, int64_t stop_at_step, int64_t stop_rank)
+      : out_(file, std::ios::app), stop_at_step_(stop_at_step), stop_rank_(stop_rank) {}
   std::string name() const override { return "recorder"; }
 
   void on_fit_start(FitContext& ctx) override { line(ctx, "fit_start steps_seen=" + std::to_string(steps_seen_)); }
@@ -29,6 +31,7 @@ class Recorder : public wavetrain::Callback {
   void on_train_batch_end(FitContext& ctx, wavetrain::TrainStep& step) override {
     ++steps_seen_;
     line(ctx, std::string("train_batch_end") + (step.log ? " log" : ""));
+    if (ctx.step == stop_at_step_ && (stop_rank_ < 0 || ctx.rank == stop_rank_)) ctx.stop = true;
   }
   void on_log_metrics(FitContext& ctx, const Metrics& m) override { line(ctx, "log_metrics " + m.front().first); }
   void on_validation_end(FitContext& ctx, const Metrics& m) override { line(ctx, "validation_end " + m.front().first); }
@@ -42,9 +45,11 @@ class Recorder : public wavetrain::Callback {
 
  private:
   void line(const FitContext& ctx, const std::string& what) {
-    out_ << "epoch=" << ctx.epoch << " step=" << ctx.step << " " << what << "\n" << std::flush;
+    out_ << (ctx.world > 1 ? "rank=" + std::to_string(ctx.rank) + " " : "") << "epoch=" << ctx.epoch << " step=" << ctx.step
+         << " " << what << "\n" << std::flush;
   }
   std::ofstream out_;
+  const int64_t stop_at_step_, stop_rank_;
   int64_t steps_seen_ = 0;
 };
 
@@ -103,7 +108,11 @@ void register_recorder() {
       "decaying_sgd_toy", [](const wavetrain::config::Config& cfg) { return std::make_unique<DecayingSgdToy>(cfg); },
       {"toy_regression.*"});
   static const wavetrain::CallbackRegistration recorder(
-      "recorder", [](const wavetrain::config::Config& cfg) { return std::make_unique<Recorder>(cfg.get_string("recorder.file")); },
+      "recorder",
+      [](const wavetrain::config::Config& cfg) {
+        return std::make_unique<Recorder>(cfg.get_string("recorder.file"), cfg.get_int("recorder.stop_at_step", -1),
+                                          cfg.get_int("recorder.stop_rank", -1));
+      },
       {"recorder.*"});
 }
 
