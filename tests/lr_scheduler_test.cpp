@@ -97,11 +97,41 @@ TEST(LrScheduler, CosineHoldsMinLrAfterTotalAndOptionsAreValidated) {
   EXPECT_EQ(message(bad), "scheduler.total must be greater than warmup (0)");
   bad = c;
   bad.name = "linear";
-  EXPECT_EQ(message(bad), "scheduler.name='linear' is not a schedule: expected constant, exponential, step or cosine");
+  EXPECT_EQ(message(bad), "scheduler.name='linear' is not a schedule: expected constant, exponential, step, cosine or eden");
   bad = {};
   bad.interval = "batch";
   EXPECT_EQ(message(bad), "scheduler.interval='batch' must be epoch or step");
 }
 
 }  // namespace
+// icefall's Eden, against values computed in Python from its published formula (base 0.045,
+// lr_batches 7500, lr_epochs 3.5, warmup 500 from 0.5: icefall's LibriSpeech recipe).
+TEST(LrScheduler, EdenMatchesIcefallsFormulaAndReadsTheEpoch) {
+  at::Tensor w = at::zeros({1}).requires_grad_(true);
+  torch::optim::SGD sgd({w}, torch::optim::SGDOptions(0.045));
+  LrScheduleOptions o;
+  o.name = "eden";
+  o.interval = "step";
+  o.warmup = 500;
+  o.warmup_start_factor = 0.5;
+  LrScheduler s(o, {0.045});
+  struct Point {
+    int64_t step, epoch;
+    double lr;
+  };
+  for (const Point& p : {Point{0, 0, 0.0225}, Point{250, 0, 0.03374063150499621}, Point{500, 0, 0.04495013842759144},
+                         Point{7500, 0, 0.03784033868641715}, Point{20000, 2, 0.024846379080290047},
+                         Point{100000, 10, 0.007073291639202309}}) {
+    s.set_epoch(sgd, p.epoch);
+    s.set_count(sgd, p.step);
+    EXPECT_NEAR(sgd.param_groups()[0].options().get_lr(), p.lr, 1e-15) << p.step << " " << p.epoch;
+  }
+  // The epoch alone changes the rate (set at each epoch's start and on resume).
+  s.set_count(sgd, 20000);
+  s.set_epoch(sgd, 2);
+  EXPECT_NEAR(sgd.param_groups()[0].options().get_lr(), 0.024846379080290047, 1e-15);
+  o.interval = "epoch";
+  EXPECT_THROW(LrScheduler(o, {0.045}), std::invalid_argument);
+}
+
 }  // namespace wavetrain

@@ -192,6 +192,36 @@ TEST(Callbacks, LrMonitorLogsEveryGroupsRateAndMomentum) {
   EXPECT_EQ(rows, 8);
 }
 
+TEST(Callbacks, LrMonitorFollowsEdenAcrossEpochs) {
+  const fs::path dir = fresh_plugin_dir("eden");
+  const auto r = wavetrain_in(dir, "train task=toy_regression +toy_regression.train_size=64 trainer.batch_size=16 trainer.max_epochs=2 "
+                                   "trainer.log_every_n_steps=1 optimizer.name=sgd optimizer.lr=0.1 scheduler.name=eden "
+                                   "scheduler.interval=step scheduler.lr_batches=4 scheduler.lr_epochs=1.5 scheduler.warmup=2 "
+                                   "scheduler.warmup_start_factor=0.5 callbacks=[lr_monitor] run.dir=run");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // icefall's Eden at steps 1..8 (4 an epoch; the epoch term 0 then 1), computed in Python from its formula.
+  const std::vector<double> expected = {0.07387185907581785, 0.09457416090031759, 0.08944271909999159, 0.08408964152537146,
+                                        0.0720956100042889,  0.06793662204867575, 0.06425049024655523, 0.06100034457014365};
+  std::ifstream csv(dir / "run/metrics.csv");
+  std::string header;
+  std::getline(csv, header);
+  std::vector<std::string> columns;
+  std::stringstream hs(header);
+  for (std::string c; std::getline(hs, c, ',');) columns.push_back(c);
+  const size_t lr = std::find(columns.begin(), columns.end(), "lr-model") - columns.begin();
+  ASSERT_LT(lr, columns.size()) << header;
+  std::vector<double> seen;
+  for (std::string line; std::getline(csv, line);) {
+    std::vector<std::string> cells;
+    std::stringstream ls(line);
+    for (std::string c; std::getline(ls, c, ',');) cells.push_back(c);
+    cells.resize(columns.size());
+    if (!cells[lr].empty()) seen.push_back(std::stod(cells[lr]));
+  }
+  ASSERT_EQ(seen.size(), expected.size());
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_NEAR(seen[i], expected[i], 1e-15) << "step " << i + 1;
+}
+
 TEST(Plugins, EachBadPluginIsOneErrorNamingTheFileAndNothingIsWritten) {
   const fs::path dir = fresh_plugin_dir("bad");
   struct Case {

@@ -41,6 +41,8 @@ LrScheduleOptions schedule_options(const config::Config& cfg) {
   o.warmup_start_factor = non_negative(cfg, "scheduler.warmup_start_factor", o.warmup_start_factor);
   o.total = cfg.get_int("scheduler.total", o.total);
   o.min_lr = non_negative(cfg, "scheduler.min_lr", o.min_lr);
+  o.lr_batches = non_negative(cfg, "scheduler.lr_batches", o.lr_batches);
+  o.lr_epochs = non_negative(cfg, "scheduler.lr_epochs", o.lr_epochs);
   return o;
 }
 
@@ -210,7 +212,7 @@ std::vector<config::KeySpec> trainer_config_keys() {
           {"optimizer.name", Str}, {"optimizer.lr", Num}, {"optimizer.weight_decay", Num}, {"optimizer.momentum", Num},
           {"scheduler.name", Str}, {"scheduler.interval", Str}, {"scheduler.gamma", Num}, {"scheduler.step_size", Int},
           {"scheduler.warmup", Int}, {"scheduler.warmup_start_factor", Num}, {"scheduler.total", Int},
-          {"scheduler.min_lr", Num}, {"sweep.strategy", Str}, {"sweep.trials", Int}, {"sweep.seed", Int},
+          {"scheduler.min_lr", Num}, {"scheduler.lr_batches", Num}, {"scheduler.lr_epochs", Num}, {"sweep.strategy", Str}, {"sweep.trials", Int}, {"sweep.seed", Int},
           {"sweep.objective", Str}, {"sweep.mode", Str}, {"sweep.asha.resource", Str}, {"sweep.asha.min_resource", Int},
           {"sweep.asha.max_resource", Int}, {"sweep.asha.eta", Num}, {"run.dir", Str}, {"run.multirun_dir", Str}};
 }

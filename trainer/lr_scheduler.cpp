@@ -10,8 +10,8 @@ namespace wavetrain {
 
 void LrScheduleOptions::validate() const {
   auto fail = [](const std::string& what) { throw std::invalid_argument("scheduler." + what); };
-  if (name != "constant" && name != "exponential" && name != "step" && name != "cosine")
-    fail("name='" + name + "' is not a schedule: expected constant, exponential, step or cosine");
+  if (name != "constant" && name != "exponential" && name != "step" && name != "cosine" && name != "eden")
+    fail("name='" + name + "' is not a schedule: expected constant, exponential, step, cosine or eden");
   if (interval != "epoch" && interval != "step") fail("interval='" + interval + "' must be epoch or step");
   if (!(gamma > 0.0)) fail("gamma must be > 0");
   if (step_size < 1) fail("step_size must be >= 1");
@@ -20,6 +20,12 @@ void LrScheduleOptions::validate() const {
     if (total <= warmup) fail("total must be greater than warmup (" + std::to_string(warmup) + ")");
     if (!(warmup_start_factor > 0.0 && warmup_start_factor <= 1.0)) fail("warmup_start_factor must be in (0, 1]");
     if (min_lr < 0.0) fail("min_lr must be >= 0");
+  }
+  if (name == "eden") {
+    if (interval != "step") fail("interval must be step for eden (it counts steps and reads the epoch itself)");
+    if (!(lr_batches > 0.0) || !(lr_epochs > 0.0)) fail("lr_batches and lr_epochs must be > 0 for eden");
+    if (warmup < 0) fail("warmup must be >= 0");
+    if (!(warmup_start_factor > 0.0 && warmup_start_factor <= 1.0)) fail("warmup_start_factor must be in (0, 1]");
   }
 }
 
@@ -40,7 +46,18 @@ double LrScheduler::factor(int64_t t, double base) const {
     const double lr = o.min_lr + (base - o.min_lr) * (1.0 + std::cos(M_PI * progress)) / 2.0;
     return base > 0 ? lr / base : 0.0;
   }
+  if (o.name == "eden") {
+    const double b = static_cast<double>(t), e = static_cast<double>(epoch_);
+    const double warm = t < o.warmup ? o.warmup_start_factor + (1.0 - o.warmup_start_factor) * b / static_cast<double>(o.warmup) : 1.0;
+    return std::pow((b * b + o.lr_batches * o.lr_batches) / (o.lr_batches * o.lr_batches), -0.25) *
+           std::pow((e * e + o.lr_epochs * o.lr_epochs) / (o.lr_epochs * o.lr_epochs), -0.25) * warm;
+  }
   return 1.0;
+}
+
+void LrScheduler::set_epoch(torch::optim::Optimizer& optimizer, int64_t epoch) {
+  epoch_ = epoch;
+  if (options_.name == "eden") set_count(optimizer, count_);
 }
 
 double LrScheduler::lr_at(int64_t count, size_t group) const {

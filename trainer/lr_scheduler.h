@@ -8,8 +8,13 @@
 //                after:      min_lr + (base - min_lr) * (1 + cos(pi * (t - warmup) / (total - warmup))) / 2
 //                            (CosineAnnealingLR after SequentialLR's switch); from t = total on it
 //                            stays at min_lr instead of rising again as PyTorch's periodic cosine does.
+//   eden         icefall's Eden (per step; b = steps, e = the 0-based epoch under way):
+//                base * ((b^2 + lr_batches^2) / lr_batches^2)^-0.25 * ((e^2 + lr_epochs^2) / lr_epochs^2)^-0.25
+//                     * (b < warmup ? f + (1 - f) * b / warmup : 1)            (f = warmup_start_factor)
+//                icefall's recipes use lr_batches 7500, lr_epochs 3.5 (LibriSpeech), warmup 500, f 0.5.
 //
-// A closed form means resuming needs only the count, which the checkpoint keeps.
+// A closed form means resuming needs only the count (and for eden the epoch), which the checkpoint
+// keeps.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +28,7 @@ class Optimizer;
 namespace wavetrain {
 
 struct LrScheduleOptions {
-  std::string name = "constant";   // constant, exponential, step, cosine
+  std::string name = "constant";   // constant, exponential, step, cosine, eden
   std::string interval = "epoch";  // what the count counts: epoch or step
   double gamma = 1.0;              // exponential, step
   int64_t step_size = 1;           // step
@@ -31,6 +36,8 @@ struct LrScheduleOptions {
   double warmup_start_factor = 1.0 / 3.0;
   int64_t total = 0;               // cosine: counts in the whole schedule, warmup included
   double min_lr = 0.0;             // cosine
+  double lr_batches = 7500.0;      // eden
+  double lr_epochs = 3.5;          // eden
 
   // Throws std::invalid_argument naming the option ("scheduler.step_size must be >= 1").
   void validate() const;
@@ -42,6 +49,9 @@ class LrScheduler {
   LrScheduler(LrScheduleOptions options, std::vector<double> base_lrs);
 
   double lr_at(int64_t count, size_t group = 0) const;
+  // eden's epoch term: the 0-based epoch under way (the loop sets it at each epoch's start and on
+  // resume, before set_count). Other schedules ignore it.
+  void set_epoch(torch::optim::Optimizer& optimizer, int64_t epoch);
   int64_t count() const { return count_; }
   const LrScheduleOptions& options() const { return options_; }
 
@@ -55,6 +65,7 @@ class LrScheduler {
   LrScheduleOptions options_;
   std::vector<double> base_lrs_;
   int64_t count_ = 0;
+  int64_t epoch_ = 0;
 };
 
 }  // namespace wavetrain

@@ -100,6 +100,7 @@ class FitLoop {
         ctx_.epoch = epoch;
         ctx_.batch_in_epoch = epoch == start_epoch_ ? start_batch_ : 0;
         model_.train();
+        scheduler_.set_epoch(*optimizer_, epoch);  // eden's epoch term; the others ignore it
         each(&Callback::on_train_epoch_start);
         const double loss = train_epoch();
         const bool mid_epoch = ctx_.batch_in_epoch < ctx_.batches && ctx_.step < ctx_.total_steps;
@@ -315,6 +316,7 @@ class FitLoop {
       if (ctx_.rank != 0) throw RankZeroReportsError(e.what());  // the same file and config on every rank
       throw;
     }
+    scheduler_.set_epoch(*optimizer_, state.epoch);
     if (const serialization::Value* count = state.scheduler.is_none() ? nullptr : state.scheduler.find("count"))
       scheduler_.set_count(*optimizer_, count->as_int());
     if (state.scaler && scaler_.enabled()) scaler_.load_state(*state.scaler);
