@@ -36,6 +36,30 @@ std::vector<std::string> lines_of(const fs::path& file) {
   return lines;
 }
 
+// metrics.csv as its header's columns and its rows' cells (each row as wide as the header).
+struct PluginTestCsv {
+  std::vector<std::string> columns;
+  std::vector<std::vector<std::string>> rows;
+  size_t column(const std::string& name) const { return std::find(columns.begin(), columns.end(), name) - columns.begin(); }
+};
+PluginTestCsv read_plugin_test_csv(const fs::path& file) {
+  PluginTestCsv csv;
+  const std::vector<std::string> lines = lines_of(file);
+  const auto cells_of = [](const std::string& line) {
+    std::vector<std::string> cells;
+    std::stringstream ls(line);
+    for (std::string c; std::getline(ls, c, ',');) cells.push_back(c);
+    return cells;
+  };
+  if (lines.empty()) return csv;
+  csv.columns = cells_of(lines[0]);
+  for (size_t i = 1; i < lines.size(); ++i) {
+    csv.rows.push_back(cells_of(lines[i]));
+    csv.rows.back().resize(csv.columns.size());
+  }
+  return csv;
+}
+
 // toy_regression: 64 items in batches of 16 = 4 steps an epoch; the recorder callback writes to `log`.
 std::string recorded_run(const fs::path& log, const std::string& more) {
   return "train task=toy_regression +toy_regression.train_size=64 +toy_regression.val_size=16 trainer.batch_size=16 "
@@ -166,22 +190,12 @@ TEST(Callbacks, LrMonitorLogsEveryGroupsRateAndMomentum) {
                                    "scheduler.name=step scheduler.step_size=3 scheduler.gamma=0.5 scheduler.interval=step "
                                    "callbacks=[lr_monitor] lr_monitor.log_momentum=true run.dir=run");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::ifstream csv(dir / "run/metrics.csv");
-  std::string header;
-  std::getline(csv, header);
-  std::vector<std::string> columns;
-  std::stringstream hs(header);
-  for (std::string c; std::getline(hs, c, ',');) columns.push_back(c);
-  const auto column = [&](const std::string& name) { return std::find(columns.begin(), columns.end(), name) - columns.begin(); };
-  const size_t lr = column("lr"), group_lr = column("lr-model"), momentum = column("momentum-model");
-  ASSERT_LT(group_lr, columns.size()) << header;
-  ASSERT_LT(momentum, columns.size()) << header;
+  const PluginTestCsv csv = read_plugin_test_csv(dir / "run/metrics.csv");
+  const size_t lr = csv.column("lr"), group_lr = csv.column("lr-model"), momentum = csv.column("momentum-model");
+  ASSERT_LT(group_lr, csv.columns.size());
+  ASSERT_LT(momentum, csv.columns.size());
   int rows = 0;
-  for (std::string line; std::getline(csv, line);) {
-    std::vector<std::string> cells;
-    std::stringstream ls(line);
-    for (std::string c; std::getline(ls, c, ',');) cells.push_back(c);
-    cells.resize(columns.size());
+  for (const std::vector<std::string>& cells : csv.rows) {
     if (cells[group_lr].empty()) continue;  // a validation row
     ++rows;
     const int64_t step = std::stoll(cells[0]);
@@ -202,22 +216,12 @@ TEST(Callbacks, LrMonitorFollowsEdenAcrossEpochs) {
   // icefall's Eden at steps 1..8 (4 an epoch; the epoch term 0 then 1), computed in Python from its formula.
   const std::vector<double> expected = {0.07387185907581785, 0.09457416090031759, 0.08944271909999159, 0.08408964152537146,
                                         0.0720956100042889,  0.06793662204867575, 0.06425049024655523, 0.06100034457014365};
-  std::ifstream csv(dir / "run/metrics.csv");
-  std::string header;
-  std::getline(csv, header);
-  std::vector<std::string> columns;
-  std::stringstream hs(header);
-  for (std::string c; std::getline(hs, c, ',');) columns.push_back(c);
-  const size_t lr = std::find(columns.begin(), columns.end(), "lr-model") - columns.begin();
-  ASSERT_LT(lr, columns.size()) << header;
+  const PluginTestCsv csv = read_plugin_test_csv(dir / "run/metrics.csv");
+  const size_t lr = csv.column("lr-model");
+  ASSERT_LT(lr, csv.columns.size());
   std::vector<double> seen;
-  for (std::string line; std::getline(csv, line);) {
-    std::vector<std::string> cells;
-    std::stringstream ls(line);
-    for (std::string c; std::getline(ls, c, ',');) cells.push_back(c);
-    cells.resize(columns.size());
+  for (const std::vector<std::string>& cells : csv.rows)
     if (!cells[lr].empty()) seen.push_back(std::stod(cells[lr]));
-  }
   ASSERT_EQ(seen.size(), expected.size());
   for (size_t i = 0; i < seen.size(); ++i) EXPECT_NEAR(seen[i], expected[i], 1e-15) << "step " << i + 1;
 }
