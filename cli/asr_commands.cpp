@@ -105,7 +105,9 @@ void add_asr_commands(CLI::App& app) {
   t->add_option("--beam", tr->options.decoding.beam, "Hypotheses kept by modified beam search")->capture_default_str();
   t->add_option("--tokenizer", tr->tokenizer, "The tokenizer (default: the run's)");
   t->add_option("--device", tr->device, "auto, cpu, cuda, cuda:N or mps")->capture_default_str();
-  t->add_option("--max-piece", tr->options.max_piece_seconds, "Long audio is cut into pieces of at most this many seconds")
+  // Under a second a piece is shorter than most words (the cutter would lengthen it anyway).
+  t->add_option("--max-piece", tr->options.max_piece_seconds, "Long audio is cut into pieces of at most this many seconds (1 to 600)")
+      ->check(CLI::Range(1.0, 600.0))
       ->capture_default_str();
   t->callback([tr] {
     const DeviceChoice device = choose_device(DeviceRequest::parse(tr->device), probe_availability());

@@ -8,6 +8,7 @@
 #include <torch/nn/module.h>
 
 #include "cli/commands.h"
+#include "data/hdf5_store.h"
 #include "experiments/amp/report.h"
 #include "experiments/asr/asr_eval.h"
 #include "experiments/asr/asr_report.h"
@@ -83,6 +84,17 @@ void run_eval(const EvalOptions& opt) {
   for (const std::string& o : opt.overrides) config::apply_value_override(tree, o);
   const config::Config cfg(tree);
   load_plugins(cfg);  // a plugin's task, as the run's recorded config names it
+  if (asr && opt.split != "val" && opt.split != "train") {
+    // Named here as the user named it: the task would report asr.valid_split, a key they never set.
+    const std::string store = cfg.get_string("asr.data", "");
+    const std::vector<std::string> splits = data::DatasetReader(store).splits();
+    if (std::find(splits.begin(), splits.end(), opt.split) == splits.end()) {
+      std::string have;
+      for (const std::string& x : splits) have += (have.empty() ? "" : ", ") + x;
+      throw std::runtime_error("--split " + opt.split + ": the run's store " + store + " has no such split; it has " +
+                               (have.empty() ? "none" : have) + " (and val, train)");
+    }
+  }
 
   const DeviceChoice device = choose_device(device_request_of(cfg),
                                             probe_availability());

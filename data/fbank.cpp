@@ -1,6 +1,7 @@
 // Kaldi-compatible fbank, SpecAugment and global CMVN (fbank.h).
 #include "data/fbank.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -268,6 +269,22 @@ std::vector<at::Tensor> fbank(const std::vector<at::Tensor>& waveforms, const Fb
   std::vector<at::Tensor> out(waveforms.size());
   at::parallel_for(0, static_cast<int64_t>(waveforms.size()), 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) out[static_cast<size_t>(i)] = fbank(waveforms[static_cast<size_t>(i)], options);
+  });
+  return out;
+}
+
+std::vector<at::Tensor> fbank(const std::vector<at::Tensor>& waveforms, const FbankOptions& options,
+                              const std::vector<uint64_t>& dither_seeds) {
+  options.validate();
+  if (dither_seeds.size() != waveforms.size())
+    throw std::invalid_argument("fbank: " + std::to_string(dither_seeds.size()) + " dither seeds for " +
+                                std::to_string(waveforms.size()) + " waveforms");
+  std::vector<at::Tensor> out(waveforms.size());
+  at::parallel_for(0, static_cast<int64_t>(waveforms.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      at::Generator g = at::detail::createCPUGenerator(dither_seeds[static_cast<size_t>(i)]);
+      out[static_cast<size_t>(i)] = fbank(waveforms[static_cast<size_t>(i)], options, g);
+    }
   });
   return out;
 }

@@ -16,6 +16,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,6 +64,10 @@ at::Tensor fbank(const at::Tensor& waveform, const FbankOptions& options = {},
 
 // Several utterances, in parallel over them.
 std::vector<at::Tensor> fbank(const std::vector<at::Tensor>& waveforms, const FbankOptions& options = {});
+// The same, each utterance's dither drawn from its own CPU generator seeded by dither_seeds[i], so
+// a batch's features do not depend on the batch around them or on the thread count.
+std::vector<at::Tensor> fbank(const std::vector<at::Tensor>& waveforms, const FbankOptions& options,
+                              const std::vector<uint64_t>& dither_seeds);
 
 // The stages of one frame (snip_edges=true, no dither), for tests against torchaudio's: the raw
 // samples, after DC removal, the raw log energy, after pre-emphasis, after the window, and the

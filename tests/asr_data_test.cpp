@@ -1,10 +1,11 @@
-// The ASR experiment's data: the sentence generator, the synthetic corpus (espeak-ng and flite run
+// The ASR experiment's data: the sentence generator, the synthetic corpus (espeak-ng, flite and festival run
 // for real), the tokenizer, and the `data asr-*` commands.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -107,25 +108,53 @@ TEST(AsrSentences, UserTextIsNormalisedAndDigitsAreRefused) {
   EXPECT_THROW(asr::read_sentence_file((dir / "empty.txt").string()), std::runtime_error);
 }
 
-TEST(AsrCorpus, SplitsShareNoVoice) {
+TEST(AsrCorpus, SplitsShareNoVoiceAndNoRecordedSpeaker) {
   const auto voices = [](const std::string& split) {
     std::set<std::string> ids;
     for (const asr::Voice& v : asr::split_voices(split)) ids.insert(v.id());
     return ids;
   };
-  const auto train = voices("train"), dev = voices("dev"), unseen = voices("test-unseen-voices"), other = voices("test-other-engine");
+  const auto speakers = [](const std::string& split) {
+    std::set<std::string> ids;
+    for (const asr::Voice& v : asr::split_voices(split)) ids.insert(v.speaker);
+    return ids;
+  };
+  const auto engines = [](const std::string& split) {
+    std::set<std::string> ids;
+    for (const asr::Voice& v : asr::split_voices(split)) ids.insert(v.engine);
+    return ids;
+  };
+  const auto train = voices("train"), dev = voices("dev"), unseen = voices("test-unseen-voices"), held_out = voices("test-held-out-engine");
   EXPECT_EQ(train, dev);
   EXPECT_GE(train.size(), 40u);
   EXPECT_GE(unseen.size(), 20u);
   for (const std::string& v : unseen) EXPECT_FALSE(train.count(v)) << v;
-  for (const std::string& v : other) {
+  for (const std::string& v : held_out) {
     EXPECT_FALSE(train.count(v)) << v;
-    EXPECT_EQ(v.rfind("flite:", 0), 0u) << v;
+    EXPECT_EQ(v.rfind("festival:", 0), 0u) << v;
   }
+  // The engines: espeak-ng and flite are trained on and tested with new voices; festival is held out.
+  EXPECT_EQ(engines("train"), (std::set<std::string>{"espeak-ng", "flite"}));
+  EXPECT_EQ(engines("test-unseen-voices"), (std::set<std::string>{"espeak-ng", "flite"}));
+  EXPECT_EQ(engines("test-held-out-engine"), std::set<std::string>{"festival"});
+  // No recorded speaker is both trained on and tested: flite's slt and festival's us-slt-hts are
+  // one person (CMU ARCTIC's slt), as are flite's kal, kal16 and festival's kal_diphone.
+  for (const std::string test : {"test-unseen-voices", "test-held-out-engine"})
+    for (const std::string& who : speakers(test)) EXPECT_FALSE(speakers("train").count(who)) << test << ": " << who;
+  std::map<std::string, std::string> speaker_of;
+  for (const std::string& split : asr::corpus_splits())
+    for (const asr::Voice& v : asr::split_voices(split)) speaker_of[v.id()] = v.speaker;
+  EXPECT_EQ(speaker_of["flite:slt"], speaker_of["festival:cmu_us_slt_arctic_hts"]);
+  EXPECT_EQ(speaker_of["flite:kal"], speaker_of["festival:kal_diphone"]);
+  EXPECT_EQ(speaker_of["flite:kal16"], speaker_of["festival:kal_diphone"]);
   // Unseen means the variant itself is new, not only its pairing with an accent.
   std::set<std::string> train_variants;
-  for (const std::string& v : train) train_variants.insert(v.substr(v.find('+')));
-  for (const std::string& v : unseen) EXPECT_FALSE(train_variants.count(v.substr(v.find('+')))) << v;
+  for (const std::string& v : train)
+    if (v.find('+') != std::string::npos) train_variants.insert(v.substr(v.find('+')));
+  for (const std::string& v : unseen)
+    if (v.find('+') != std::string::npos) {
+      EXPECT_FALSE(train_variants.count(v.substr(v.find('+')))) << v;
+    }
   EXPECT_THROW(asr::split_voices("test"), std::invalid_argument);
 }
 
@@ -134,20 +163,24 @@ TEST(AsrCorpus, StoreHoldsWhatWasSpokenByWhom) {
   ASSERT_EQ(std::get<int64_t>(*store.attribute("sample_rate")), 16000);
   const nlohmann::json record = nlohmann::json::parse(std::get<std::string>(*store.attribute("corpus")));
   EXPECT_EQ(record["seed"], 7);
-  std::map<std::string, std::set<std::string>> speakers;
+  EXPECT_EQ(record["held_out_engine"], "festival");
+  EXPECT_NE(record["festival"].get<std::string>().find("2.5"), std::string::npos) << record["festival"];
+  std::map<std::string, std::set<std::string>> speakers, engines;
   for (const std::string& split : asr::corpus_splits()) {
     const int64_t n = split == "train" ? 24 : split == "dev" ? 4 : 6;
     ASSERT_EQ(store.size(split), n) << split;
-    std::set<std::string> offered;
-    for (const asr::Voice& v : asr::split_voices(split)) offered.insert(v.id());
+    std::map<std::string, std::string> offered;  // voice -> speaker
+    for (const asr::Voice& v : asr::split_voices(split)) offered[v.id()] = v.speaker;
     double seconds = 0;
     for (int64_t i = 0; i < n; ++i) {
       const auto item = store.item(split, i);
-      const std::string text = text_of(item.at("text")), speaker = text_of(item.at("speaker"));
+      const std::string text = text_of(item.at("text")), voice = text_of(item.at("voice"));
       EXPECT_FALSE(text.empty());
       EXPECT_EQ(asr::normalize_transcript(text), text);
-      EXPECT_TRUE(offered.count(speaker)) << split << ": " << speaker;
-      speakers[split].insert(speaker);
+      ASSERT_TRUE(offered.count(voice)) << split << ": " << voice;
+      EXPECT_EQ(text_of(item.at("speaker")), offered[voice]) << split << ": " << voice;
+      speakers[split].insert(voice);
+      engines[split].insert(voice.substr(0, voice.find(':')));
       const at::Tensor audio = item.at("audio");
       ASSERT_EQ(audio.dim(), 1);
       // A spoken sentence of 3 to 20 words lasts between 0.5 and 15 s, and is not silence.
@@ -164,8 +197,11 @@ TEST(AsrCorpus, StoreHoldsWhatWasSpokenByWhom) {
     EXPECT_EQ(std::set<std::string>(used.begin(), used.end()), speakers[split]);
   }
   for (const std::string& v : speakers["test-unseen-voices"]) EXPECT_FALSE(speakers["train"].count(v)) << v;
-  for (const std::string& v : speakers["test-other-engine"]) EXPECT_FALSE(speakers["train"].count(v)) << v;
-  EXPECT_GE(speakers["train"].size(), 10u) << "24 utterances should come from many voices";
+  for (const std::string& v : speakers["test-held-out-engine"]) EXPECT_FALSE(speakers["train"].count(v)) << v;
+  EXPECT_GE(speakers["train"].size(), 8u) << "24 utterances should come from many voices";
+  // Each engine of a split gets its share: 24 training utterances from both of train's engines.
+  EXPECT_EQ(engines["train"], (std::set<std::string>{"espeak-ng", "flite"}));
+  EXPECT_EQ(engines["test-held-out-engine"], std::set<std::string>{"festival"});
 }
 
 TEST(AsrCorpus, SameSeedSameCorpusWhateverTheThreads) {
@@ -221,10 +257,11 @@ TEST(AsrCorpus, MissingProgramsAreNamedWithTheirPackage) {
   setenv("PATH", dir.c_str(), 1);
   try {
     asr::check_synth_programs(/*reverb=*/true);
-    ADD_FAILURE() << "no error without flite and sox";
+    ADD_FAILURE() << "no error without flite, festival and sox";
   } catch (const std::runtime_error& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("flite (Debian package flite)"), std::string::npos) << m;
+    EXPECT_NE(m.find("text2wave (Debian package festival)"), std::string::npos) << m;
     EXPECT_NE(m.find("sox (Debian package sox)"), std::string::npos) << m;
     EXPECT_EQ(m.find("espeak-ng (Debian"), std::string::npos) << m;
   }

@@ -86,6 +86,47 @@ TEST(AsrTranscribe, PiecesAreTheSpeechBetweenPausesAndNoLongerThanTheLimit) {
   EXPECT_TRUE(asr::speech_pieces(at::zeros({16000 * 5}), {}).empty());  // silence: nothing to decode
 }
 
+// The pauses of speech over a noise floor are found relative to that floor; audio that is noise or
+// silence throughout (dithered 16-bit silence, white or brown noise at any level) has no speech.
+TEST(AsrTranscribe, PausesAreFoundAboveTheNoiseFloorAndNoiseAloneIsNoSpeech) {
+  at::manual_seed(5);
+  std::vector<at::Tensor> parts;
+  std::vector<std::pair<int64_t, int64_t>> sentences;
+  int64_t at_sample = 8000;
+  parts.push_back(at::zeros({8000}));
+  for (int k = 0; k < 8; ++k) {  // 2-3 s "sentences" with 0.6 s pauses
+    const int64_t length = 32000 + k * 2000, gap = 9600;
+    // Syllables: loud and soft within the sentence, as speech is.
+    parts.push_back(at::randn({length}) * 0.2 * (1.2 + at::sin(at::arange(length) / 400.0)));
+    parts.push_back(at::zeros({gap}));
+    sentences.emplace_back(at_sample, at_sample + length);
+    at_sample += length + gap;
+  }
+  const at::Tensor speech = at::cat(parts);
+  // White noise 27 dB below the speech's RMS: loud - 35 dB alone would put no frame below it.
+  const double speech_rms = std::sqrt(at::cat(parts).pow(2).sum().item<double>() / 300000.0);
+  const at::Tensor noisy = speech + at::randn({speech.numel()}) * speech_rms * std::pow(10.0, -27.0 / 20);
+  asr::TranscribeOptions o;
+  const std::vector<std::pair<int64_t, int64_t>> pieces = asr::speech_pieces(noisy, o);
+  ASSERT_EQ(pieces.size(), sentences.size());
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    EXPECT_NEAR(static_cast<double>(pieces[k].first), static_cast<double>(sentences[k].first), 800) << k;
+    EXPECT_NEAR(static_cast<double>(pieces[k].second), static_cast<double>(sentences[k].second + 4800), 800) << k;
+  }
+  // Nothing but noise or silence.
+  const int64_t n = 16000 * 20;
+  const at::Tensor dithered_silence = (at::rand({n}) - at::rand({n})) / 32768.0;  // sox's TPDF dither of digital silence
+  at::Tensor brown = at::randn({n});  // leaky-integrated white noise: -6 dB per octave above ~50 Hz
+  float* b = brown.data_ptr<float>();
+  for (int64_t i = 1; i < n; ++i) b[i] = 0.98f * b[i - 1] + 0.2f * b[i];
+  for (const auto& [name, audio] : std::vector<std::pair<std::string, at::Tensor>>{
+           {"dithered silence", dithered_silence},
+           {"white noise at -20 dBFS", at::randn({n}) * 0.1},
+           {"white noise at -60 dBFS", at::randn({n}) * 0.001},
+           {"brown noise", brown / brown.abs().max() * 0.5}})
+    EXPECT_TRUE(asr::speech_pieces(audio, o).empty()) << name << ": " << asr::speech_pieces(audio, o).size() << " pieces";
+}
+
 class AsrEvalRun : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -180,7 +221,10 @@ TEST_F(AsrEvalRun, EvalWritesIcefallsFilesThatScliteAgreesWith) {
 TEST_F(AsrEvalRun, BadSplitsAndOptionsAreNamedAndWriteNothing) {
   ProcessResult r = wavetrain_in(dir_, "eval run --split test-martian");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("corpus/corpus.h5: no split 'test-martian'"), std::string::npos) << r.err;
+  // Named as the user named it, with the store (its absolute path, as the run recorded it).
+  EXPECT_NE(r.err.find("--split test-martian: the run's store " + (dir_ / "corpus/corpus.h5").string() + " has no such split"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("asr.valid_split"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("test-unseen-voices"), std::string::npos) << r.err;  // what there is
   r = wavetrain_in(dir_, "eval run --split dev decoding.method=beam");
   EXPECT_NE(r.exit_code, 0);
@@ -223,6 +267,18 @@ TEST_F(AsrEvalRun, TranscribeAnyLengthAsTextOrTimedJson) {
   r = wavetrain_in(dir_, "transcribe run long.wav --max-piece 4");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, j[0]["text"].get<std::string>() + "\n");
+  // From another directory: the run recorded where its tokenizer is.
+  fs::create_directories(dir_ / "elsewhere");
+  r = wavetrain_in(dir_ / "elsewhere", "transcribe ../run ../long.wav --max-piece 4");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, j[0]["text"].get<std::string>() + "\n");
+  // Silence (sox's dithered 16-bit kind) and noise alone: an empty transcript.
+  const at::Tensor hiss = (at::rand({16000 * 6}) - at::rand({16000 * 6})) / 32768.0;
+  wavetrain::data::write_wav((dir_ / "silence.wav").string(), hiss, 16000, wavetrain::data::WavSubtype::kFloat32);
+  wavetrain::data::write_wav((dir_ / "noise.wav").string(), at::randn({16000 * 6}) * 0.05, 16000, wavetrain::data::WavSubtype::kFloat32);
+  r = wavetrain_in(dir_, "transcribe run silence.wav noise.wav");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "silence.wav\t\nnoise.wav\t\n");
 }
 
 TEST_F(AsrEvalRun, TranscribeNamesBadInputAndWritesNothing) {
@@ -241,6 +297,13 @@ TEST_F(AsrEvalRun, TranscribeNamesBadInputAndWritesNothing) {
     const ProcessResult r = wavetrain_in(dir_, c.args);
     EXPECT_EQ(r.exit_code, 1) << c.args;
     EXPECT_NE(r.err.find(c.expected), std::string::npos) << c.args << ": " << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "out.txt"));
+  // A piece limit under a second (or not positive) is a usage error, not a worse transcript.
+  for (const std::string limit : {"0", "-5", "0.5"}) {
+    const ProcessResult r = wavetrain_in(dir_, "transcribe run long.wav --max-piece " + limit + " -o out.txt");
+    EXPECT_NE(r.exit_code, 0) << limit;
+    EXPECT_NE(r.err.find("--max-piece"), std::string::npos) << limit << ": " << r.err;
   }
   EXPECT_FALSE(fs::exists(dir_ / "out.txt"));
 }

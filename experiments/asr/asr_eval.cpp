@@ -36,7 +36,8 @@ AsrEvalResult evaluate_asr(Task& task, const at::Device& device, const AmpPolicy
   for (int64_t i = 0; i < n; ++i) {
     const AsrEvaluation::Utterance u = asr->validation_utterance(i);
     out.results[static_cast<size_t>(i)] = {u.id, split_words(u.text), {}};
-    out.speakers[static_cast<size_t>(i)] = u.speaker;
+    // Grouped by voice where the store has voices (the built-in corpus), else by speaker.
+    out.speakers[static_cast<size_t>(i)] = u.voice.empty() ? u.speaker : u.voice;
     out.samples[static_cast<size_t>(i)] = u.samples;
     out.audio_seconds += static_cast<double>(u.samples) / 16000.0;
   }

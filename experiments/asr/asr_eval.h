@@ -4,7 +4,7 @@
 //   recogs-{split}-{method}.txt   every utterance's reference and hypothesis words
 //   errs-{split}-{method}.txt     WER, error counts, per-utterance alignment, top errors, per word
 //   wer-summary-{split}.txt       "settings\tWER", one line per decoding method evaluated, best first
-//   asr-eval-{split}-{method}.json the counts, WER per speaker (voice), decoding speed (for report.html)
+//   asr-eval-{split}-{method}.json the counts, WER per voice (by_speaker: the store's voice, else speaker), decoding speed
 // Each file is written whole (atomic rename); an evaluation that fails writes nothing.
 #pragma once
 
@@ -29,7 +29,7 @@ struct AsrEvalOptions {
 struct AsrEvalResult {
   std::string split, method;
   std::vector<Recognition> results;  // in the store's order
-  std::vector<std::string> speakers;  // per result; "" where the store has none
+  std::vector<std::string> speakers;  // per result: its voice ("engine:voice"), else its speaker; "" where the store has neither
   std::vector<int64_t> samples;       // per result, 16 kHz
   std::vector<Hypothesis> hypotheses;  // per result: tokens and their frames
   std::vector<WordErrors> errors;      // per result

@@ -30,8 +30,9 @@
 #include "data/audio_io.h"
 #include "data/fbank.h"
 #include "data/hdf5_store.h"
-#include "experiments/asr/seeding.h"
+#include "experiments/asr/augment.h"
 #include "experiments/asr/corpus_synth.h"
+#include "experiments/asr/seeding.h"
 #include "experiments/asr/decode.h"
 #include "experiments/asr/tokenizer.h"
 #include "experiments/asr/transducer_loss.h"
@@ -53,11 +54,13 @@ class AsrTask : public Task, public AsrEvaluation {
       : store_path_(cfg.get_string("asr.data")),
         store_(std::make_shared<data::DatasetReader>(store_path_)),
         splits_{cfg.get_string("asr.train_split", "train"), cfg.get_string("asr.valid_split", "dev")},
-        tokenizer_(tokenizer_path(cfg)),
+        tokenizer_file_(tokenizer_path(cfg)),
+        tokenizer_(tokenizer_file_),
         model_(transducer_config_from(cfg, tokenizer_.vocab_size())),
         seed_(static_cast<uint64_t>(cfg.get_int("trainer.seed", 0))) {
     fbank_ = asr_fbank_options(model_->config());
     speed_perturb_ = cfg.get_bool("asr.augment.speed_perturb", true);
+    augmenter_ = std::make_unique<WaveAugmenter>(WaveAugmentOptions::from(cfg));
     spec_augment_ = cfg.get_bool("asr.augment.spec_augment", true);
     // Bounded before the casts to int: 2^32 + 2 masks would otherwise read as 2.
     spec_.freq_masks = static_cast<int>(cfg.get_int_at_most("asr.augment.freq_masks", 2, 1000));
@@ -99,6 +102,15 @@ class AsrTask : public Task, public AsrEvaluation {
   }
 
   torch::nn::Module& model() override { return *model_; }
+  // The store and the tokenizer as absolute paths: `eval` and `transcribe` of the run then work
+  // from any directory (a config's relative paths are relative to where training started).
+  void add_to_recorded_config(config::Node& recorded) const override {
+    std::error_code ec;
+    for (const auto& [key, path] : {std::pair<const char*, std::string>{"asr.data", store_path_}, {"asr.tokenizer", tokenizer_file_}}) {
+      const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+      if (!ec) recorded.set_path(key, config::Node::string(absolute.lexically_normal().string()));
+    }
+  }
   int64_t size(Split split) const override { return static_cast<int64_t>(items_[index(split)].size()); }
   ThroughputUnit throughput_unit() const override { return {"s audio", mean_seconds_}; }
   bool prefetch_batches() const override { return true; }
@@ -132,6 +144,10 @@ class AsrTask : public Task, public AsrEvaluation {
     const int s = index(split);
     const bool train = split == Split::Train;
     std::vector<at::Tensor> waves;
+    std::vector<uint64_t> dither_seeds;
+    const UtteranceSource others = [this](uint64_t pick) {
+      return store_->field(splits_[0], "audio", items_[0][static_cast<size_t>(pick % items_[0].size())]);
+    };
     for (int64_t i : indices) {
       const int64_t item = items_[s][static_cast<size_t>(i)];
       at::Tensor audio = store_->field(splits_[s], "audio", item);
@@ -139,10 +155,12 @@ class AsrTask : public Task, public AsrEvaluation {
         const double factor = std::array<double, 3>{0.9, 1.0, 1.1}[seed_of(seed_, epoch_, item, 1) % 3];
         if (factor != 1.0) audio = data::resample(audio, kRate * factor, kRate).view({-1});
       }
+      if (train && augmenter_->options().any()) audio = augmenter_->apply(audio, seed_of(seed_, epoch_, item, 6), others);
       waves.push_back(audio);
+      dither_seeds.push_back(train ? seed_of(seed_, epoch_, item, 4) : seed_of(seed_, 0, item, 5));
     }
     // With the normalisation the model holds (a loaded checkpoint's, in evaluation).
-    std::vector<at::Tensor> feats = asr_features(waves, *model_);
+    std::vector<at::Tensor> feats = asr_features(waves, *model_, dither_seeds);
     int64_t max_frames = 0, max_tokens = 0;
     for (size_t k = 0; k < feats.size(); ++k) {
       const int64_t item = items_[s][static_cast<size_t>(indices[k])];
@@ -215,8 +233,9 @@ class AsrTask : public Task, public AsrEvaluation {
   AsrEvaluation::Utterance validation_utterance(int64_t i) const override {
     const int64_t item = items_[1][static_cast<size_t>(i)];
     const auto& u = utterances_[1][static_cast<size_t>(item)];
-    AsrEvaluation::Utterance out{store_->id(splits_[1], item), u.text, "", u.samples};
+    AsrEvaluation::Utterance out{store_->id(splits_[1], item), u.text, "", "", u.samples};
     if (has_speaker_[1]) out.speaker = utf8_field(store_->field(splits_[1], "speaker", item));
+    if (has_voice_) out.voice = utf8_field(store_->field(splits_[1], "voice", item));
     return out;
   }
   at::Tensor validation_audio(int64_t i) const override { return store_->field(splits_[1], "audio", items_[1][static_cast<size_t>(i)]); }
@@ -242,6 +261,7 @@ class AsrTask : public Task, public AsrEvaluation {
     }
     const std::vector<std::string> fields = store_->fields(split);
     has_speaker_[s] = std::find(fields.begin(), fields.end(), "speaker") != fields.end();
+    if (s == 1) has_voice_ = std::find(fields.begin(), fields.end(), "voice") != fields.end();
     for (const char* f : {"audio", "text"})
       if (std::find(fields.begin(), fields.end(), f) == fields.end())
         throw config::ConfigError(store_path_ + ": split '" + split + "' has no '" + f + "' field" +
@@ -285,9 +305,13 @@ class AsrTask : public Task, public AsrEvaluation {
   void compute_cmvn(int64_t max_utterances) {
     const int64_t n = std::min<int64_t>(max_utterances, static_cast<int64_t>(items_[0].size()));
     std::vector<at::Tensor> waves;
-    for (int64_t k = 0; k < n; ++k) waves.push_back(store_->field(splits_[0], "audio", items_[0][static_cast<size_t>(k)]) * 32768.0);
+    std::vector<uint64_t> dither_seeds;
+    for (int64_t k = 0; k < n; ++k) {
+      waves.push_back(store_->field(splits_[0], "audio", items_[0][static_cast<size_t>(k)]) * 32768.0);
+      dither_seeds.push_back(seed_of(seed_, 0, static_cast<uint64_t>(k), 7));
+    }
     data::GlobalCmvn cmvn;
-    for (const at::Tensor& f : data::fbank(waves, fbank_)) cmvn.accumulate(f);
+    for (const at::Tensor& f : data::fbank(waves, fbank_, dither_seeds)) cmvn.accumulate(f);
     cmvn.finalize();
     at::NoGradGuard no_grad;
     model_->feature_mean.copy_(cmvn.mean());
@@ -297,6 +321,7 @@ class AsrTask : public Task, public AsrEvaluation {
   std::string store_path_;
   std::shared_ptr<data::DatasetReader> store_;
   std::string splits_[2];
+  std::string tokenizer_file_;
   Tokenizer tokenizer_;
   Transducer model_;
   uint64_t seed_ = 0;
@@ -304,9 +329,11 @@ class AsrTask : public Task, public AsrEvaluation {
   std::vector<StoredUtterance> utterances_[2];  // every item of the split, by store index
   std::vector<int64_t> items_[2];         // the store indices used (bad items left out)
   bool has_speaker_[2] = {false, false};  // the split has a "speaker" field
+  bool has_voice_ = false;                 // the validation split has a "voice" field
   data::FbankOptions fbank_;
   data::SpecAugmentOptions spec_;
   bool speed_perturb_ = true, spec_augment_ = true;
+  std::unique_ptr<WaveAugmenter> augmenter_;
   TransducerLossOptions loss_options_;
   double simple_scale_ = 0.5, mean_seconds_ = 1.0;
   int64_t warm_step_ = 2000, bucket_windows_ = 50;
@@ -324,14 +351,18 @@ std::pair<double, double> loss_scales(int64_t step, int64_t warm_step, double si
 data::FbankOptions asr_fbank_options(const TransducerConfig& config) {
   data::FbankOptions o;
   o.num_mel_bins = static_cast<int>(config.encoder.feature_dim);
-  o.dither = 0.0;
+  // Kaldi's dither of one int16 step: without it, a band the audio does not have (8 kHz audio
+  // resampled to 16 kHz has nothing above 4 kHz) or digital silence puts the mel bins at
+  // log(FLT_EPSILON) = -15.9, further from anything the model was trained on than any speech.
+  o.dither = 1.0;
   return o;
 }
 
-std::vector<at::Tensor> asr_features(const std::vector<at::Tensor>& waveforms, const TransducerImpl& model) {
+std::vector<at::Tensor> asr_features(const std::vector<at::Tensor>& waveforms, const TransducerImpl& model,
+                                     const std::vector<uint64_t>& dither_seeds) {
   std::vector<at::Tensor> scaled;
   for (const at::Tensor& w : waveforms) scaled.push_back(w.to(at::kFloat).view({-1}) * 32768.0);  // Kaldi's scale
-  std::vector<at::Tensor> feats = data::fbank(scaled, asr_fbank_options(model.config()));
+  std::vector<at::Tensor> feats = data::fbank(scaled, asr_fbank_options(model.config()), dither_seeds);
   const at::Tensor mean = model.feature_mean.to(at::kCPU), std = model.feature_std.to(at::kCPU);
   for (at::Tensor& f : feats) f = (f - mean) / std;
   return feats;
@@ -394,6 +425,20 @@ std::vector<config::KeySpec> asr_config_keys() {
           {"asr.augment.time_masks", Int},
           {"asr.augment.time_mask_width", Int},
           {"asr.augment.time_mask_ratio", Num},
+          {"asr.augment.band_limit", Num},
+          {"asr.augment.reverb", Num},
+          {"asr.augment.rt60_min", Num},
+          {"asr.augment.rt60_max", Num},
+          {"asr.augment.silence", Num},
+          {"asr.augment.silence_max_seconds", Num},
+          {"asr.augment.noise", Num},
+          {"asr.augment.snr_min", Num},
+          {"asr.augment.snr_max", Num},
+          {"asr.augment.noise_types", config::ValueType::List},
+          {"asr.augment.noise_dir", Str},
+          {"asr.augment.gain", Num},
+          {"asr.augment.gain_min_db", Num},
+          {"asr.augment.gain_max_db", Num},
           {"asr.loss.type", Str},
           {"asr.loss.simple_scale", Num},
           {"asr.loss.lm_scale", Num},

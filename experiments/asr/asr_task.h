@@ -25,6 +25,7 @@ class AsrEvaluation {
   virtual ~AsrEvaluation() = default;
   struct Utterance {
     std::string id, text, speaker;  // speaker: the store's "speaker" field ("" when it has none)
+    std::string voice;              // the store's "voice" field ("engine:voice"; "" when it has none)
     int64_t samples = 0;            // 16 kHz
   };
   virtual TransducerImpl& transducer() = 0;
@@ -40,11 +41,14 @@ class AsrEvaluation {
 // `vocab_size` tokens. Throws config::ConfigError naming the key.
 TransducerConfig transducer_config_from(const config::Config& cfg, int64_t vocab_size);
 
-// The fbank the model of `config` reads: Kaldi's, of 16 kHz audio at Kaldi's scale (x 32768), no dither.
+// The fbank the model of `config` reads: Kaldi's, of 16 kHz audio at Kaldi's scale (x 32768), with
+// Kaldi's dither (1.0: Gaussian noise of one int16 step).
 data::FbankOptions asr_fbank_options(const TransducerConfig& config);
-// The model's input features of 16 kHz waveforms (float, [-1, 1]): that fbank, then the model's CMVN
+// The model's input features of 16 kHz waveforms (float, [-1, 1]): that fbank, each waveform's
+// dither drawn from a generator seeded by its dither_seeds entry, then the model's CMVN
 // (feature_mean, feature_std); [frames][bins] each, on the CPU, the waveforms in parallel.
-std::vector<at::Tensor> asr_features(const std::vector<at::Tensor>& waveforms, const TransducerImpl& model);
+std::vector<at::Tensor> asr_features(const std::vector<at::Tensor>& waveforms, const TransducerImpl& model,
+                                     const std::vector<uint64_t>& dither_seeds);
 
 // The tokenizer of a run: asr.tokenizer, else bpe.model beside the store asr.data.
 std::string tokenizer_path(const config::Config& cfg);

@@ -40,7 +40,18 @@ const std::vector<std::string> kAccents = {"en-us", "en-gb", "en-gb-scotland", "
 // unseen-voice test.
 const std::vector<std::string> kTrainVariants = {"m1", "m2", "m3", "m5", "m7", "f1", "f2", "f4", "klatt", "klatt3"};
 const std::vector<std::string> kUnseenVariants = {"m4", "m6", "m8", "f3", "f5", "klatt2", "klatt4"};
-const std::vector<std::string> kFliteVoices = {"slt", "rms", "awb", "kal16", "kal"};
+// The recorded speaker behind each voice of flite and festival, so that no speaker straddles
+// training and testing: flite's slt, rms and awb are CMU ARCTIC speakers (festival's us-slt-hts is
+// ARCTIC's slt again), and flite's kal and kal16 are the diphone speaker of festival's kal.
+struct EngineVoice {
+  std::string name, speaker;
+};
+const std::vector<EngineVoice> kFliteTrainVoices = {{"rms", "arctic:rms"}, {"awb", "arctic:awb"}};
+const std::vector<EngineVoice> kFliteTestVoices = {{"slt", "arctic:slt"}, {"kal16", "diphone:kal"}, {"kal", "diphone:kal"}};
+// festival's English voices in Debian 12 (festvox-kallpc16k, festvox-kdlpc16k, festvox-us-slt-hts):
+// the engine held out of training altogether.
+const std::vector<EngineVoice> kFestivalVoices = {
+    {"kal_diphone", "diphone:kal"}, {"ked_diphone", "diphone:ked"}, {"cmu_us_slt_arctic_hts", "arctic:slt"}};
 
 // Uniform in [0, 1) from the raw engine (the standard distributions differ between libraries).
 double uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0); }
@@ -52,7 +63,8 @@ struct Utterance {
   Voice voice;
   int speed = 175;        // espeak-ng words per minute
   int pitch = 50;         // espeak-ng 0-99
-  double stretch = 1.0;   // flite duration stretch
+  double stretch = 1.0;   // flite's and festival's duration stretch
+  int pitch_cents = 0;    // flite and festival: sox's pitch shift (they have no pitch option of their own)
   double peak = 0.5;      // peak level after normalisation
   bool reverb = false;
   int reverberance = 50, room_scale = 50;
@@ -69,8 +81,16 @@ Utterance plan_utterance(const SynthOptions& o, size_t split_number, const std::
   char id[64];
   std::snprintf(id, sizeof id, "%s-%06lld", split.c_str(), static_cast<long long>(index));
   u.id = id;
+  // An engine first, then one of its voices: each engine gets an equal share of the split.
   const std::vector<Voice> voices = split_voices(split);
-  u.voice = voices[rng() % voices.size()];
+  std::vector<std::string> engines;
+  for (const Voice& v : voices)
+    if (std::find(engines.begin(), engines.end(), v.engine) == engines.end()) engines.push_back(v.engine);
+  const std::string engine = engines[rng() % engines.size()];
+  std::vector<Voice> of_engine;
+  for (const Voice& v : voices)
+    if (v.engine == engine) of_engine.push_back(v);
+  u.voice = of_engine[rng() % of_engine.size()];
   u.speed = 130 + static_cast<int>(rng() % 81);
   u.pitch = 20 + static_cast<int>(rng() % 61);
   u.stretch = uniform(rng, 0.85, 1.2);
@@ -82,6 +102,7 @@ Utterance plan_utterance(const SynthOptions& o, size_t split_number, const std::
   if (o.noise) u.snr_db = snr;
   u.brown_noise = rng() % 2 == 1;
   u.noise_seed = rng();
+  u.pitch_cents = static_cast<int>(rng() % 501) - 250;
   if (sentences) u.text = (*sentences)[rng() % sentences->size()];
   else u.text = SentenceGenerator(seed_of(o.seed, split_number, index, 1)).next();
   return u;
@@ -96,13 +117,26 @@ void check_program(const ProgramResult& r, const std::vector<std::string>& argv)
 // The utterance's audio: float32 [samples] at 16 kHz.
 at::Tensor render(const Utterance& u, const fs::path& scratch) {
   const std::string raw = (scratch / (u.id + ".wav")).string(), wet = (scratch / (u.id + ".reverb.wav")).string();
+  const std::string text_file = (scratch / (u.id + ".txt")).string(), shifted = (scratch / (u.id + ".pitch.wav")).string();
   std::vector<std::string> argv;
-  if (u.voice.engine == "espeak-ng")
+  if (u.voice.engine == "espeak-ng") {
     argv = {"espeak-ng", "-v", u.voice.name, "-s", std::to_string(u.speed), "-p", std::to_string(u.pitch), "-w", raw, u.text};
-  else
+  } else if (u.voice.engine == "flite") {
     argv = {"flite", "-voice", u.voice.name, "--setf", "duration_stretch=" + std::to_string(u.stretch), "-t", u.text, "-o", raw};
+  } else {  // festival's text2wave reads the text from a file
+    std::ofstream(text_file) << u.text << "\n";
+    argv = {"text2wave", "-eval", "(voice_" + u.voice.name + ")", "-eval", "(Parameter.set 'Duration_Stretch " + std::to_string(u.stretch) + ")",
+            "-o", raw, text_file};
+  }
   check_program(run_program(argv), argv);
+  if (u.voice.engine == "festival") fs::remove(text_file);
   std::string file = raw;
+  if (u.voice.engine != "espeak-ng" && u.pitch_cents != 0) {
+    const std::vector<std::string> sox = {"sox", raw, shifted, "pitch", std::to_string(u.pitch_cents)};
+    check_program(run_program(sox), sox);
+    fs::remove(raw);
+    fs::rename(shifted, raw);
+  }
   if (u.reverb) {
     const std::vector<std::string> sox = {"sox", raw, wet, "reverb", std::to_string(u.reverberance), "50",
                                           std::to_string(u.room_scale)};
@@ -162,14 +196,16 @@ double cpu_seconds() {
 
 }  // namespace
 
-data::Item asr_store_item(const at::Tensor& audio, const std::string& text, const std::string& speaker) {
+data::Item asr_store_item(const at::Tensor& audio, const std::string& text, const std::string& speaker, const std::string& voice) {
   const auto utf8 = [](const std::string& v) {
     at::Tensor t = at::empty({static_cast<int64_t>(v.size())}, at::kByte);
     std::copy(v.begin(), v.end(), t.data_ptr<uint8_t>());
     return t;
   };
   const double seconds = static_cast<double>(audio.numel()) / kCorpusSampleRate;
-  return {{"audio", audio}, {"text", utf8(text)}, {"speaker", utf8(speaker)}, {"duration", at::full({1}, seconds, at::kDouble)}};
+  data::Item item = {{"audio", audio}, {"text", utf8(text)}, {"speaker", utf8(speaker)}, {"duration", at::full({1}, seconds, at::kDouble)}};
+  if (!voice.empty()) item["voice"] = utf8(voice);
+  return item;
 }
 
 std::string utf8_field(const at::Tensor& bytes) {
@@ -177,32 +213,37 @@ std::string utf8_field(const at::Tensor& bytes) {
   return {reinterpret_cast<const char*>(b.data_ptr<uint8_t>()), static_cast<size_t>(b.numel())};
 }
 
-std::vector<std::string> corpus_splits() { return {"train", "dev", "test-unseen-voices", "test-other-engine"}; }
+std::vector<std::string> corpus_splits() { return {"train", "dev", "test-unseen-voices", "test-held-out-engine"}; }
 
 std::vector<Voice> split_voices(const std::string& split) {
   std::vector<Voice> voices;
-  if (split == "test-other-engine") {
-    for (const std::string& v : kFliteVoices) voices.push_back({"flite", v});
+  if (split == "test-held-out-engine") {
+    for (const EngineVoice& v : kFestivalVoices) voices.push_back({"festival", v.name, v.speaker});
     return voices;
   }
   const std::vector<std::string>* variants = nullptr;
-  if (split == "train" || split == "dev") variants = &kTrainVariants;
-  else if (split == "test-unseen-voices") variants = &kUnseenVariants;
-  else throw std::invalid_argument("no corpus split '" + split + "' (train, dev, test-unseen-voices, test-other-engine)");
+  const std::vector<EngineVoice>* flite = nullptr;
+  if (split == "train" || split == "dev") variants = &kTrainVariants, flite = &kFliteTrainVoices;
+  else if (split == "test-unseen-voices") variants = &kUnseenVariants, flite = &kFliteTestVoices;
+  else throw std::invalid_argument("no corpus split '" + split + "' (train, dev, test-unseen-voices, test-held-out-engine)");
+  // An espeak-ng voice is its variant (the voice's formants, pitch and breath) speaking an accent.
   for (const std::string& accent : kAccents)
-    for (const std::string& variant : *variants) voices.push_back({"espeak-ng", accent + "+" + variant});
+    for (const std::string& variant : *variants) voices.push_back({"espeak-ng", accent + "+" + variant, "espeak-ng:" + variant});
+  for (const EngineVoice& v : *flite) voices.push_back({"flite", v.name, v.speaker});
   return voices;
 }
 
 void check_synth_programs(bool reverb) {
-  std::vector<std::pair<std::string, std::string>> needed = {{"espeak-ng", "espeak-ng"}, {"flite", "flite"}};
-  if (reverb) needed.emplace_back("sox", "sox");
+  std::vector<std::pair<std::string, std::string>> needed = {
+      {"espeak-ng", "espeak-ng"}, {"flite", "flite"}, {"text2wave", "festival"}, {"sox", "sox"}};
+  (void)reverb;  // sox shifts flite's and festival's pitch, with or without reverb
   std::string missing;
   for (const auto& [program, package] : needed)
     if (!program_on_path(program)) missing += (missing.empty() ? "" : ", ") + program + " (Debian package " + package + ")";
   if (!missing.empty())
     throw std::runtime_error("asr-synth needs programs that are not installed: " + missing +
-                             "; scripts/setup --test-deps installs them, or: apt-get install espeak-ng flite sox");
+                             "; scripts/setup installs them, or: apt-get install espeak-ng flite festival festvox-kallpc16k "
+                             "festvox-kdlpc16k festvox-us-slt-hts sox");
   // espeak-ng speaks with its default voice, without complaint, for a variant it does not have; the
   // lists are checked here instead.
   const std::string accents = run_program({"espeak-ng", "--voices=en"}, true).output;
@@ -215,12 +256,18 @@ void check_synth_programs(bool reverb) {
     for (const std::string& v : *list)
       if (variants.find("!v/" + v + " ") == std::string::npos && variants.find("!v/" + v + "\n") == std::string::npos)
         absent += " espeak-ng variant " + v;
-  for (const std::string& v : kFliteVoices)
-    if (flite_voices.find(" " + v + " ") == std::string::npos && flite_voices.find(" " + v + "\n") == std::string::npos)
-      absent += " flite:" + v;
+  for (const auto* list : {&kFliteTrainVoices, &kFliteTestVoices})
+    for (const EngineVoice& v : *list)
+      if (flite_voices.find(" " + v.name + " ") == std::string::npos && flite_voices.find(" " + v.name + "\n") == std::string::npos)
+        absent += " flite:" + v.name;
+  // festival lists the voices it has installed as a Scheme list.
+  const std::string festival_voices = run_program({"festival", "-b", "(print (voice.list))"}, true).output;
+  for (const EngineVoice& v : kFestivalVoices)
+    if (festival_voices.find(v.name) == std::string::npos) absent += " festival:" + v.name;
   if (!absent.empty())
-    throw std::runtime_error("asr-synth: voices missing from this espeak-ng/flite:" + absent +
-                             " (Debian 12's espeak-ng 1.51 and flite 2.2 have them all)");
+    throw std::runtime_error("asr-synth: voices missing from this espeak-ng/flite/festival:" + absent +
+                             " (Debian 12's espeak-ng 1.51 and flite 2.2 have them all; festival's come in festvox-kallpc16k, "
+                             "festvox-kdlpc16k and festvox-us-slt-hts)");
 }
 
 std::vector<std::string> read_sentence_file(const std::string& path) {
@@ -297,7 +344,7 @@ SynthReport synthesize_corpus(const SynthOptions& o) {
     std::set<std::string> used;
     for (size_t i = 0; i < plan.size(); ++i) {
       const double seconds = static_cast<double>(audio[i].numel()) / kCorpusSampleRate;
-      writer.add(split, asr_store_item(audio[i], plan[i].text, plan[i].voice.id()), plan[i].id);
+      writer.add(split, asr_store_item(audio[i], plan[i].text, plan[i].voice.speaker, plan[i].voice.id()), plan[i].id);
       used.insert(plan[i].voice.id());
       r.seconds += seconds;
       audio[i] = at::Tensor();
@@ -305,8 +352,10 @@ SynthReport synthesize_corpus(const SynthOptions& o) {
     r.utterances = count;
     r.voices.assign(used.begin(), used.end());
     std::vector<std::string> offered;
-    for (const Voice& v : split_voices(split)) offered.push_back(v.id());
-    record["splits"][split] = {{"utterances", count}, {"seconds", r.seconds}, {"voices_used", r.voices}, {"voices", offered}};
+    std::set<std::string> speakers;
+    for (const Voice& v : split_voices(split)) offered.push_back(v.id()), speakers.insert(v.speaker);
+    record["splits"][split] = {{"utterances", count}, {"seconds", r.seconds}, {"voices_used", r.voices}, {"voices", offered},
+                               {"speakers", std::vector<std::string>(speakers.begin(), speakers.end())}};
     report.splits.push_back(r);
   }
   record["seed"] = o.seed;
@@ -315,6 +364,8 @@ SynthReport synthesize_corpus(const SynthOptions& o) {
   record["reverb"] = o.reverb;
   record["espeak_ng"] = version_line(run_program({"espeak-ng", "--version"}, true).output);
   record["flite"] = version_line(run_program({"flite", "--version"}, true).output);
+  record["festival"] = version_line(run_program({"festival", "--version"}, true).output);
+  record["held_out_engine"] = "festival";
   writer.set_attribute("sample_rate", int64_t{kCorpusSampleRate});
   writer.set_attribute("corpus", record.dump());
   writer.finish();

@@ -37,11 +37,18 @@ std::vector<std::pair<int64_t, int64_t>> speech_pieces(const at::Tensor& audio, 
     rms[static_cast<size_t>(f)] = std::sqrt(e / window);
   }
   const auto centre = [&](int64_t f) { return f * hop + window / 2; };
-  // Quiet: 35 dB below the loud frames (the 95th percentile), or below -100 dBFS.
+  // Quiet: 35 dB below the loud frames (the 95th percentile), within 6 dB of the noise floor (the
+  // 10th percentile: in audio with pauses, the level of the pauses), or below -80 dBFS. Without the
+  // floor, speech over noise 27 dB down had no quiet frame at all and was decoded in pieces of
+  // several sentences. Audio whose loud frames are within 10 dB of its floor is noise (or
+  // silence, or a hum) throughout: there is nothing to decode.
   std::vector<double> sorted = rms;
   std::sort(sorted.begin(), sorted.end());
-  const double loud = sorted[static_cast<size_t>(0.95 * static_cast<double>(frames - 1))];
-  const double quiet = std::max(loud * std::pow(10.0, -35.0 / 20), 1e-5);
+  const auto percentile = [&](double p) { return sorted[static_cast<size_t>(p * static_cast<double>(frames - 1))]; };
+  const double loud = percentile(0.95), floor = percentile(0.10);
+  const double absolute_floor = 1e-4;  // -80 dBFS: 16-bit audio's dither and hiss lie below it
+  if (loud <= absolute_floor || loud < floor * std::pow(10.0, 10.0 / 20)) return {};
+  const double quiet = std::max({loud * std::pow(10.0, -35.0 / 20), floor * std::pow(10.0, 6.0 / 20), absolute_floor});
   const int64_t min_run = std::max<int64_t>(1, static_cast<int64_t>(options.min_pause_seconds * kRate / hop));
   const int64_t lead = static_cast<int64_t>(options.lead_seconds * kRate), tail = static_cast<int64_t>(options.tail_seconds * kRate);
   // 1. Speech: what lies between pauses (quiet runs of min_pause or more; quiet at the audio's
@@ -105,8 +112,10 @@ Recognizer::Recognizer(const std::string& model, const std::string& tokenizer, c
   model_->eval();
 }
 
-std::pair<at::Tensor, at::Tensor> Recognizer::features(const std::vector<at::Tensor>& waveforms) const {
-  const std::vector<at::Tensor> feats = asr_features(waveforms, *model_);
+std::pair<at::Tensor, at::Tensor> Recognizer::features(const std::vector<at::Tensor>& waveforms,
+                                                       std::vector<uint64_t> dither_seeds) const {
+  for (size_t k = dither_seeds.size(); k < waveforms.size(); ++k) dither_seeds.push_back(k);
+  const std::vector<at::Tensor> feats = asr_features(waveforms, *model_, dither_seeds);
   int64_t longest = 7;  // the subsampling's minimum
   for (const at::Tensor& f : feats) longest = std::max(longest, f.size(0));
   const int64_t B = static_cast<int64_t>(feats.size());
@@ -133,8 +142,12 @@ Transcript Recognizer::transcribe(const at::Tensor& audio_16k, const TranscribeO
   for (size_t first = 0; first < pieces.size(); first += static_cast<size_t>(options.batch_size)) {
     const size_t last = std::min(pieces.size(), first + static_cast<size_t>(options.batch_size));
     std::vector<at::Tensor> waves;
-    for (size_t p = first; p < last; ++p) waves.push_back(audio.narrow(0, pieces[p].first, pieces[p].second - pieces[p].first));
-    const auto [input, lengths] = features(waves);
+    std::vector<uint64_t> seeds;  // a piece's dither depends on where it starts, not on its batch
+    for (size_t p = first; p < last; ++p) {
+      waves.push_back(audio.narrow(0, pieces[p].first, pieces[p].second - pieces[p].first));
+      seeds.push_back(static_cast<uint64_t>(pieces[p].first));
+    }
+    const auto [input, lengths] = features(waves, seeds);
     const at::Tensor encoded = model_->encoder->forward(input, lengths).first;
     const std::vector<Hypothesis> hyps = decode(*model_, encoded.to(at::kFloat), subsampled_frames(lengths), decoding);
     for (size_t k = 0; k < hyps.size(); ++k) {

@@ -63,8 +63,11 @@ class Recognizer {
   TransducerImpl& model() { return *model_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   // Features (fbank and the model's CMVN, on the CPU) of each 16 kHz waveform, padded into one
-  // batch on the model's device: {features [B][T][bins], lengths int64 [B]}.
-  std::pair<at::Tensor, at::Tensor> features(const std::vector<at::Tensor>& waveforms) const;
+  // batch on the model's device: {features [B][T][bins], lengths int64 [B]}. The dither of
+  // waveform k is drawn from seed dither_seeds[k] (k when none are given): the same audio gives
+  // the same transcript.
+  std::pair<at::Tensor, at::Tensor> features(const std::vector<at::Tensor>& waveforms,
+                                             std::vector<uint64_t> dither_seeds = {}) const;
 
  private:
   std::string checkpoint_;
