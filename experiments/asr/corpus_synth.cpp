@@ -132,13 +132,14 @@ at::Tensor render(const Utterance& u, const fs::path& scratch) {
   if (u.voice.engine == "festival") fs::remove(text_file);
   std::string file = raw;
   if (u.voice.engine != "espeak-ng" && u.pitch_cents != 0) {
-    const std::vector<std::string> sox = {"sox", raw, shifted, "pitch", std::to_string(u.pitch_cents)};
+    // -D: no dither on the 16-bit output, which sox would draw from a new random seed every run.
+    const std::vector<std::string> sox = {"sox", "-D", raw, shifted, "pitch", std::to_string(u.pitch_cents)};
     check_program(run_program(sox), sox);
     fs::remove(raw);
     fs::rename(shifted, raw);
   }
   if (u.reverb) {
-    const std::vector<std::string> sox = {"sox", raw, wet, "reverb", std::to_string(u.reverberance), "50",
+    const std::vector<std::string> sox = {"sox", "-D", raw, wet, "reverb", std::to_string(u.reverberance), "50",
                                           std::to_string(u.room_scale)};
     check_program(run_program(sox), sox);
     file = wet;
