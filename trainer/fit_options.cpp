@@ -11,6 +11,7 @@
 
 #include "trainer/fused_adam.h"
 #include "trainer/progress.h"
+#include "trainer/scaled_adam.h"
 #include "trainer/task.h"
 
 namespace wavetrain {
@@ -110,7 +111,38 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::Config& cf
         torch::optim::SGDOptions(lr).momentum(non_negative(cfg, "optimizer.momentum", 0.0)).weight_decay(weight_decay);
     return std::make_unique<torch::optim::SGD>(torch_groups(defaults), defaults);
   }
-  throw config::ConfigError("optimizer.name='" + name + "' is not an optimizer: expected adam, adamw or sgd");
+  if (name == "scaled_adam") {
+    // icefall's ScaledAdam: the step scales with each tensor's size, so there is no weight decay.
+    if (weight_decay > 0) throw config::ConfigError("optimizer.weight_decay must be 0 with optimizer.name=scaled_adam (it has none)");
+    for (const ParamGroup& g : groups)
+      if (g.weight_decay.value_or(0.0) > 0)
+        throw config::ConfigError("parameter group '" + g.name + "' sets a weight decay; optimizer.name=scaled_adam has none");
+    const std::string k = "optimizer.scaled_adam.";
+    ScaledAdamOptions defaults(lr);
+    defaults.clipping_scale(cfg.get_float(k + "clipping_scale", defaults.clipping_scale()))
+        .beta1(cfg.get_float(k + "beta1", defaults.beta1()))
+        .beta2(cfg.get_float(k + "beta2", defaults.beta2()))
+        .scalar_lr_scale(cfg.get_float(k + "scalar_lr_scale", defaults.scalar_lr_scale()))
+        .eps(cfg.get_float(k + "eps", defaults.eps()))
+        .param_min_rms(cfg.get_float(k + "param_min_rms", defaults.param_min_rms()))
+        .param_max_rms(cfg.get_float(k + "param_max_rms", defaults.param_max_rms()))
+        .scalar_max(cfg.get_float(k + "scalar_max", defaults.scalar_max()))
+        .size_update_period(cfg.get_int(k + "size_update_period", defaults.size_update_period()))
+        .clipping_update_period(cfg.get_int(k + "clipping_update_period", defaults.clipping_update_period()));
+    try {
+      defaults.validate();
+    } catch (const std::invalid_argument& e) {
+      throw config::ConfigError(std::string(e.what()).replace(0, 10, k));
+    }
+    std::vector<torch::optim::OptimizerParamGroup> out;
+    for (const ParamGroup& g : groups) {
+      auto options = std::make_unique<ScaledAdamOptions>(defaults);
+      options->lr(g.lr.value_or(lr));
+      out.emplace_back(g.params, std::move(options));
+    }
+    return std::make_unique<ScaledAdam>(std::move(out), defaults);
+  }
+  throw config::ConfigError("optimizer.name='" + name + "' is not an optimizer: expected adam, adamw, sgd or scaled_adam");
 }
 
 FitOptions FitOptions::from(const config::Config& cfg) {
@@ -210,6 +242,11 @@ std::vector<config::KeySpec> trainer_config_keys() {
           {"trainer.device", Str}, {"trainer.cuda_memory_fraction", Num}, {"trainer.precision", Str},
           {"trainer.amp_on_mps", Bool}, {"trainer.threads", Int}, {"trainer.seed", Int},
           {"optimizer.name", Str}, {"optimizer.lr", Num}, {"optimizer.weight_decay", Num}, {"optimizer.momentum", Num},
+          {"optimizer.scaled_adam.clipping_scale", Num}, {"optimizer.scaled_adam.beta1", Num}, {"optimizer.scaled_adam.beta2", Num},
+          {"optimizer.scaled_adam.scalar_lr_scale", Num}, {"optimizer.scaled_adam.eps", Num},
+          {"optimizer.scaled_adam.param_min_rms", Num}, {"optimizer.scaled_adam.param_max_rms", Num},
+          {"optimizer.scaled_adam.scalar_max", Num}, {"optimizer.scaled_adam.size_update_period", Int},
+          {"optimizer.scaled_adam.clipping_update_period", Int},
           {"scheduler.name", Str}, {"scheduler.interval", Str}, {"scheduler.gamma", Num}, {"scheduler.step_size", Int},
           {"scheduler.warmup", Int}, {"scheduler.warmup_start_factor", Num}, {"scheduler.total", Int},
           {"scheduler.min_lr", Num}, {"scheduler.lr_batches", Num}, {"scheduler.lr_epochs", Num}, {"sweep.strategy", Str}, {"sweep.trials", Int}, {"sweep.seed", Int},
