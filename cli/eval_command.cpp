@@ -47,6 +47,10 @@ void prepare_asr_eval_config(config::Node& tree, const std::string& split) {
   if (!tree.find_path("decoding.method")) tree.set_path("decoding.method", config::Node::string("greedy_search"));
   if (!tree.find_path("decoding.beam")) tree.set_path("decoding.beam", config::Node::integer(4));
   if (!tree.find_path("decoding.max_sym_per_frame")) tree.set_path("decoding.max_sym_per_frame", config::Node::integer(1));
+  // Test conditions (asr.eval.*), for runs from before they existed.
+  if (!tree.find_path("asr.eval.lead_silence")) tree.set_path("asr.eval.lead_silence", config::Node::integer(0));
+  if (!tree.find_path("asr.eval.snr_db")) tree.set_path("asr.eval.snr_db", config::Node::null());
+  if (!tree.find_path("asr.eval.noise")) tree.set_path("asr.eval.noise", config::Node::string("white"));
 }
 
 void run_asr_eval(Task& task, const config::Config& cfg, const at::Device& device, const AmpPolicy& amp, const std::string& checkpoint,

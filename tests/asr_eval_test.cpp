@@ -11,11 +11,15 @@
 
 #include "data/audio_io.h"
 #include "data/hdf5_store.h"
+#include "experiments/asr/asr_task.h"
 #include "experiments/asr/corpus_synth.h"
 #include "experiments/asr/transcribe.h"
 #include "experiments/asr/wer.h"
 #include "tests/run_process.h"
 #include "trainer/checkpoint.h"
+#include "trainer/config/config.h"
+#include "trainer/config/compose.h"
+#include "trainer/config/yaml_io.h"
 
 namespace fs = std::filesystem;
 using wavetrain::testing::ProcessResult;
@@ -233,6 +237,55 @@ TEST_F(AsrEvalRun, BadSplitsAndOptionsAreNamedAndWriteNothing) {
     EXPECT_EQ(e.path().filename().string().find("martian"), std::string::npos) << e.path();
     EXPECT_EQ(e.path().filename().string().find("beam.txt"), std::string::npos) << e.path();
   }
+}
+
+// Test conditions (asr.eval.*): every utterance of the split with leading silence, or in noise,
+// evaluated into files of their own beside the clean ones.
+TEST_F(AsrEvalRun, TestConditionsAddSilenceOrNoiseAndAreNamedApart) {
+  ProcessResult r = wavetrain_in(dir_, "eval run --split test-unseen-voices");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = wavetrain_in(dir_, "eval run --split test-unseen-voices asr.eval.lead_silence=1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = wavetrain_in(dir_, "eval run --split test-unseen-voices asr.eval.snr_db=10 asr.eval.noise=babble");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto json = [&](const std::string& split) {
+    return nlohmann::json::parse(read(dir_ / ("run/asr-eval-" + split + "-greedy_search.json")));
+  };
+  const nlohmann::json clean = json("test-unseen-voices"), lead = json("test-unseen-voices@lead=1s"),
+                       noisy = json("test-unseen-voices@babble=10dB");
+  const int64_t n = wavetrain::data::DatasetReader((dir_ / "corpus/corpus.h5").string()).size("test-unseen-voices");
+  EXPECT_NEAR(lead["audio_seconds"].get<double>(), clean["audio_seconds"].get<double>() + static_cast<double>(n), 1e-6);
+  EXPECT_NEAR(noisy["audio_seconds"].get<double>(), clean["audio_seconds"].get<double>(), 1e-6);
+  EXPECT_EQ(lead["errors"]["words"], clean["errors"]["words"]);
+  EXPECT_EQ(noisy["errors"]["words"], clean["errors"]["words"]);
+  // What the evaluation hears: the run's task, made from its recorded config with the conditions.
+  const wavetrain::TrainingState state = wavetrain::Checkpoint::load(wavetrain::Checkpoint::of_target((dir_ / "run").string()));
+  const auto task_with = [&](const std::vector<std::string>& overrides) {
+    wavetrain::config::Node tree = wavetrain::config::load_yaml_string(state.config_yaml, "run");
+    for (const std::string& o : overrides) wavetrain::config::apply_value_override(tree, o);
+    return asr::make_asr_task(wavetrain::config::Config(tree));
+  };
+  const wavetrain::data::DatasetReader store((dir_ / "corpus/corpus.h5").string());
+  const auto silent = task_with({"asr.valid_split=test-unseen-voices", "asr.eval.lead_silence=1"});
+  const auto babble = task_with({"asr.valid_split=test-unseen-voices", "asr.eval.snr_db=10", "asr.eval.noise=babble"});
+  const auto& silent_eval = dynamic_cast<const asr::AsrEvaluation&>(*silent);
+  const auto& babble_eval = dynamic_cast<const asr::AsrEvaluation&>(*babble);
+  EXPECT_EQ(silent_eval.validation_split(), "test-unseen-voices@lead=1s");
+  EXPECT_EQ(babble_eval.validation_split(), "test-unseen-voices@babble=10dB");
+  const at::Tensor original = store.field("test-unseen-voices", "audio", 0);
+  const at::Tensor padded = silent_eval.validation_audio(0);
+  ASSERT_EQ(padded.numel(), original.numel() + 16000);
+  EXPECT_EQ(padded.narrow(0, 0, 16000).abs().max().item<double>(), 0.0);
+  EXPECT_TRUE(at::equal(padded.narrow(0, 16000, original.numel()), original));
+  const at::Tensor noise = babble_eval.validation_audio(0) - original;
+  // 10 dB against the loud frames' power: against the whole utterance's (pauses too) a little less.
+  const double snr = 10 * std::log10(original.pow(2).mean().item<double>() / noise.pow(2).mean().item<double>());
+  EXPECT_GT(snr, 7.0);
+  EXPECT_LT(snr, 10.01);
+  EXPECT_TRUE(at::equal(babble_eval.validation_audio(0), babble_eval.validation_audio(0)));  // the same noise each time
+  r = wavetrain_in(dir_, "eval run --split test-unseen-voices asr.eval.noise=pink asr.eval.snr_db=10");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("asr.eval.noise must be white, brown or babble, got 'pink'"), std::string::npos) << r.err;
 }
 
 TEST_F(AsrEvalRun, TranscribeAnyLengthAsTextOrTimedJson) {

@@ -167,6 +167,24 @@ at::Tensor add_noise(const at::Tensor& audio, const at::Tensor& noise, double sn
   return audio + fitted * std::sqrt(signal / power * std::pow(10.0, -snr_db / 10));
 }
 
+at::Tensor make_noise(const std::string& type, int64_t n, uint64_t seed, const UtteranceSource& others) {
+  std::mt19937_64 nrng(seed);
+  if (type != "babble" || !others) return coloured_noise(n, type == "brown", nrng);
+  // 3 to 5 other utterances, each at its own level and start.
+  at::Tensor sound = at::zeros({n}, at::kFloat);
+  const int talkers = 3 + static_cast<int>(nrng() % 3);
+  for (int t = 0; t < talkers; ++t) {
+    at::Tensor other = others(nrng()).to(at::kFloat).contiguous().view({-1});
+    if (other.numel() == 0) continue;
+    const double level = uniform(nrng, 0.5, 1.0) / std::sqrt(std::max(1e-12, speech_power(other)));
+    const int64_t offset = static_cast<int64_t>(nrng() % static_cast<uint64_t>(other.numel()));
+    const at::Tensor rolled = at::cat({other.narrow(0, offset, other.numel() - offset), other.narrow(0, 0, offset)});
+    const at::Tensor fitted = rolled.numel() >= n ? rolled.narrow(0, 0, n) : rolled.repeat({(n + rolled.numel() - 1) / rolled.numel()}).narrow(0, 0, n);
+    sound.add_(fitted, level);
+  }
+  return sound;
+}
+
 at::Tensor WaveAugmenter::apply(const at::Tensor& input, uint64_t seed, const UtteranceSource& others) const {
   const WaveAugmentOptions& o = options_;
   std::mt19937_64 rng(seed);
@@ -209,21 +227,8 @@ at::Tensor WaveAugmenter::apply(const at::Tensor& input, uint64_t seed, const Ut
       const at::Tensor& file = noise_files_[nrng() % noise_files_.size()];
       const int64_t offset = static_cast<int64_t>(nrng() % static_cast<uint64_t>(file.numel()));
       sound = at::cat({file.narrow(0, offset, file.numel() - offset), file.narrow(0, 0, offset)});
-    } else if (type == "babble" && others) {
-      // 3 to 5 other utterances, each at its own level and start.
-      sound = at::zeros({n}, at::kFloat);
-      const int talkers = 3 + static_cast<int>(nrng() % 3);
-      for (int t = 0; t < talkers; ++t) {
-        at::Tensor other = others(nrng()).to(at::kFloat).contiguous().view({-1});
-        if (other.numel() == 0) continue;
-        const double level = uniform(nrng, 0.5, 1.0) / std::sqrt(std::max(1e-12, speech_power(other)));
-        const int64_t offset = static_cast<int64_t>(nrng() % static_cast<uint64_t>(other.numel()));
-        const at::Tensor rolled = at::cat({other.narrow(0, offset, other.numel() - offset), other.narrow(0, 0, offset)});
-        const at::Tensor fitted = rolled.numel() >= n ? rolled.narrow(0, 0, n) : rolled.repeat({(n + rolled.numel() - 1) / rolled.numel()}).narrow(0, 0, n);
-        sound.add_(fitted, level);
-      }
     } else {
-      sound = coloured_noise(n, type == "brown", nrng);
+      sound = make_noise(type, n, nrng(), others);
     }
     audio = add_noise(audio, sound, snr);
   }

@@ -64,6 +64,9 @@ class WaveAugmenter {
 at::Tensor room_impulse_response(double rt60_seconds, uint64_t seed);
 // `audio` convolved with `response` (the output as long as the input: the tail is cut).
 at::Tensor convolve(const at::Tensor& audio, const at::Tensor& response);
+// Noise of `n` samples from `seed`: white, brown, or babble (3-5 of `others` summed; white
+// without `others`).
+at::Tensor make_noise(const std::string& type, int64_t n, uint64_t seed, const UtteranceSource& others);
 // `noise` (any length; looped or cut to audio's) added to `audio` at `snr_db` against the power of
 // `audio`'s loud part (frames within 30 dB of its loudest, so that padded silence does not count).
 at::Tensor add_noise(const at::Tensor& audio, const at::Tensor& noise, double snr_db);
