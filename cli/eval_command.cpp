@@ -48,6 +48,7 @@ void prepare_asr_eval_config(config::Node& tree, const std::string& split) {
   if (!tree.find_path("decoding.beam")) tree.set_path("decoding.beam", config::Node::integer(4));
   if (!tree.find_path("decoding.max_sym_per_frame")) tree.set_path("decoding.max_sym_per_frame", config::Node::integer(1));
   // Test conditions (asr.eval.*), for runs from before they existed.
+  if (!tree.find_path("asr.eval.sample_rate")) tree.set_path("asr.eval.sample_rate", config::Node::integer(0));
   if (!tree.find_path("asr.eval.lead_silence")) tree.set_path("asr.eval.lead_silence", config::Node::integer(0));
   if (!tree.find_path("asr.eval.snr_db")) tree.set_path("asr.eval.snr_db", config::Node::null());
   if (!tree.find_path("asr.eval.noise")) tree.set_path("asr.eval.noise", config::Node::string("white"));

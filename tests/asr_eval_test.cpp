@@ -271,6 +271,16 @@ TEST_F(AsrEvalRun, TestConditionsAddSilenceOrNoiseAndAreNamedApart) {
   const auto& silent_eval = dynamic_cast<const asr::AsrEvaluation&>(*silent);
   const auto& babble_eval = dynamic_cast<const asr::AsrEvaluation&>(*babble);
   EXPECT_EQ(silent_eval.validation_split(), "test-unseen-voices@lead=1s");
+  // As if recorded at 8 kHz: the same length, nothing left above 4 kHz.
+  const auto phone = task_with({"asr.valid_split=test-unseen-voices", "asr.eval.sample_rate=8000"});
+  const auto& phone_eval = dynamic_cast<const asr::AsrEvaluation&>(*phone);
+  EXPECT_EQ(phone_eval.validation_split(), "test-unseen-voices@8000Hz");
+  const at::Tensor band = phone_eval.validation_audio(0).to(at::kDouble), full = store.field("test-unseen-voices", "audio", 0).to(at::kDouble);
+  ASSERT_EQ(band.numel(), full.numel());
+  const at::Tensor band_spectrum = at::fft_rfft(band).abs().pow(2), full_spectrum = at::fft_rfft(full).abs().pow(2);
+  const int64_t above = band_spectrum.size(0) * 4200 / 8000;
+  EXPECT_LT(band_spectrum.narrow(0, above, band_spectrum.size(0) - above).sum().item<double>(),
+            1e-4 * full_spectrum.narrow(0, above, full_spectrum.size(0) - above).sum().item<double>());
   EXPECT_EQ(babble_eval.validation_split(), "test-unseen-voices@babble=10dB");
   const at::Tensor original = store.field("test-unseen-voices", "audio", 0);
   const at::Tensor padded = silent_eval.validation_audio(0);

@@ -311,8 +311,12 @@ class AsrTask : public Task, public AsrEvaluation {
   }
 
   // asr.eval.*: a test condition applied to every validation utterance (what `eval` measures):
-  // lead_silence seconds of silence before it, and noise of asr.eval.noise at asr.eval.snr_db.
+  // recorded at sample_rate (resampled to it and back: its upper band is gone), lead_silence
+  // seconds of silence before it, and noise of asr.eval.noise at asr.eval.snr_db.
   void read_eval_condition(const config::Config& cfg) {
+    eval_rate_ = cfg.get_float("asr.eval.sample_rate", 0.0);
+    if (!(eval_rate_ == 0 || (eval_rate_ >= 4000 && eval_rate_ <= 192000)))
+      throw config::ConfigError("asr.eval.sample_rate: expected 0 (as stored) or a rate in [4000, 192000] Hz, got " + std::to_string(eval_rate_));
     lead_silence_ = cfg.get_float("asr.eval.lead_silence", 0.0);
     if (!(lead_silence_ >= 0 && lead_silence_ <= 60))
       throw config::ConfigError("asr.eval.lead_silence: expected seconds in [0, 60], got " + std::to_string(lead_silence_));
@@ -325,8 +329,14 @@ class AsrTask : public Task, public AsrEvaluation {
         throw config::ConfigError("asr.eval.snr_db: expected dB in [-20, 100] (or null: clean), got " + std::to_string(*eval_snr_));
     }
     char name[96] = "";
-    if (lead_silence_ > 0) std::snprintf(name, sizeof name, "@lead=%gs", lead_silence_);
-    condition_name_ = name;
+    if (eval_rate_ > 0) {
+      std::snprintf(name, sizeof name, "@%gHz", eval_rate_);
+      condition_name_ += name;
+    }
+    if (lead_silence_ > 0) {
+      std::snprintf(name, sizeof name, "@lead=%gs", lead_silence_);
+      condition_name_ += name;
+    }
     if (eval_snr_) {
       std::snprintf(name, sizeof name, "@%s=%gdB", eval_noise_.c_str(), *eval_snr_);
       condition_name_ += name;
@@ -336,6 +346,11 @@ class AsrTask : public Task, public AsrEvaluation {
   // A validation utterance under the test condition; the noise (babble from the split's other
   // utterances) is drawn from the item, so every evaluation hears the same.
   at::Tensor conditioned(at::Tensor audio, int64_t item) const {
+    if (eval_rate_ > 0 && eval_rate_ != kRate) {
+      const int64_t n = audio.numel();
+      audio = data::resample(data::resample(audio.view({-1}), kRate, eval_rate_).view({-1}), eval_rate_, kRate).view({-1});
+      audio = audio.numel() >= n ? audio.narrow(0, 0, n).contiguous() : at::constant_pad_nd(audio, {0, n - audio.numel()});
+    }
     if (lead_silence_ > 0) audio = at::constant_pad_nd(audio.view({-1}), {static_cast<int64_t>(lead_silence_ * kRate), 0});
     if (eval_snr_) {
       const UtteranceSource others = [this, item](uint64_t pick) {
@@ -384,7 +399,7 @@ class AsrTask : public Task, public AsrEvaluation {
   data::SpecAugmentOptions spec_;
   bool speed_perturb_ = true, spec_augment_ = true;
   std::unique_ptr<WaveAugmenter> augmenter_;
-  double lead_silence_ = 0;             // asr.eval.*
+  double lead_silence_ = 0, eval_rate_ = 0;  // asr.eval.*
   std::optional<double> eval_snr_;
   std::string eval_noise_ = "white", condition_name_;
   TransducerLossOptions loss_options_;
@@ -493,6 +508,7 @@ std::vector<config::KeySpec> asr_config_keys() {
           {"asr.augment.gain_min_db", Num},
           {"asr.augment.gain_max_db", Num},
           {"asr.eval.lead_silence", Num},
+          {"asr.eval.sample_rate", Num},
           {"asr.eval.noise", Str},
           {"asr.loss.type", Str},
           {"asr.loss.simple_scale", Num},

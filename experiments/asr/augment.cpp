@@ -1,6 +1,8 @@
 // Waveform augmentation for ASR training (augment.h).
 #include "experiments/asr/augment.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -26,14 +28,16 @@ double gaussian(std::mt19937_64& rng) {
   return std::sqrt(-2 * std::log(u)) * std::cos(2 * M_PI * v);
 }
 
+// Gaussian white noise from ATen's generator seeded by the engine (vectorised: a per-sample
+// Box-Muller loop cost 4 ms an utterance, on the thread that makes batches beside training).
 at::Tensor coloured_noise(int64_t n, bool brown, std::mt19937_64& rng) {
-  at::Tensor noise = at::empty({n}, at::kFloat);
-  float* p = noise.data_ptr<float>();
-  double state = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double white = gaussian(rng);
-    // Brown: a leaky integrator (-6 dB per octave above ~50 Hz).
-    p[i] = static_cast<float>(brown ? (state = 0.98 * state + 0.2 * white) : white);
+  at::Generator g = at::detail::createCPUGenerator(rng());
+  at::Tensor noise = at::randn({n}, g, at::TensorOptions().dtype(at::kFloat));
+  if (brown) {
+    // A leaky integrator (-6 dB per octave above ~50 Hz).
+    float* p = noise.data_ptr<float>();
+    float state = 0;
+    for (int64_t i = 0; i < n; ++i) p[i] = state = 0.98f * state + 0.2f * p[i];
   }
   return noise;
 }
@@ -197,7 +201,9 @@ at::Tensor WaveAugmenter::apply(const at::Tensor& input, uint64_t seed, const Ut
   const double rt60 = uniform(rng, o.rt60_min, o.rt60_max);
   const uint64_t rir_seed = rng();
   const bool silence = chance(rng, o.silence_prob);
-  const double lead = uniform(rng, 0, o.silence_max_seconds), trail = uniform(rng, 0, o.silence_max_seconds);
+  // Trailing silence up to a third as long: leading silence is what made the model drop words, and
+  // every second of padding is a second more of encoder work.
+  const double lead = uniform(rng, 0, o.silence_max_seconds), trail = uniform(rng, 0, o.silence_max_seconds / 3);
   const bool noise = chance(rng, o.noise_prob) && !o.noise_types.empty();
   const double snr = uniform(rng, o.snr_min, o.snr_max);
   const std::string type = o.noise_types.empty() ? "white" : o.noise_types[rng() % o.noise_types.size()];

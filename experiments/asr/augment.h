@@ -6,8 +6,8 @@
 //                upper band is empty
 //   reverb       a synthetic room: the utterance convolved with an impulse response of a direct
 //                path and exponentially decaying Gaussian noise, RT60 uniform in [rt60_min, rt60_max]
-//   silence      leading and trailing silence, each uniform in [0, silence_max_seconds]: the
-//                model learns to wait, and to emit nothing, where nobody speaks
+//   silence      leading silence uniform in [0, silence_max_seconds], trailing in [0, a third of
+//                it]: the model learns to wait, and to emit nothing, where nobody speaks
 //   noise        at an SNR uniform in [snr_min, snr_max] dB against the speech's power: white, brown,
 //                babble (other training utterances summed) or, with noise_dir, the user's recordings
 //   gain         uniform in [gain_min_db, gain_max_db], then scaled down if it would clip
