@@ -2,6 +2,7 @@
 #include "trainer/scaled_adam.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <cmath>
@@ -132,12 +133,12 @@ at::Tensor ScaledAdam::update(const ScaledAdamOptions& o, const at::Tensor& p, c
 }
 
 at::Tensor ScaledAdam::step(LossClosure closure) {
-  at::NoGradGuard no_grad;
   at::Tensor loss;
   if (closure) {
-    at::AutoGradMode enable(true);
+    c10::AutoGradMode enable(true);
     loss = closure();
   }
+  c10::AutoGradMode no_grad(false);
   for (size_t gi = 0; gi < param_groups().size(); ++gi) {
     auto& group = param_groups()[gi];
     const auto& o = static_cast<const ScaledAdamOptions&>(group.options());
