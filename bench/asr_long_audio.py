@@ -5,7 +5,9 @@
 # pieces + 1 point. Prints both WERs (sclite's) and the real-time factor of the long files.
 # usage: asr_long_audio.py WAVETRAIN RUN STORE [SPLIT] [UTTERANCES_PER_FILE] [FILES]
 #   (from the directory the run was trained in: its config's paths are relative to it)
-#   environment: TRANSCRIBE_ARGS, more options for `wavetrain transcribe` (e.g. --max-piece 8)
+#   environment: TRANSCRIBE_ARGS, more options for `wavetrain transcribe` (e.g. --max-piece 8);
+#                NOISE_DBFS, white noise at this level over each long file (e.g. -50: the pauses are
+#                no longer silent, as in a real recording)
 import json
 import os
 import random
@@ -74,6 +76,9 @@ with h5py.File(store, "r") as h, tempfile.TemporaryDirectory() as work:
             words += pieces[uid]["ref"]
             piece_refs[uid], piece_hyps[uid] = pieces[uid]["ref"], pieces[uid]["hyp"]
         samples = np.concatenate(audio)
+        if os.environ.get("NOISE_DBFS"):
+            noise = np.random.default_rng(f).standard_normal(len(samples)).astype(np.float32)
+            samples = samples + noise * np.float32(10 ** (float(os.environ["NOISE_DBFS"]) / 20))
         seconds += len(samples) / 16000
         path = f"{work}/long{f:02d}.wav"
         with wave.open(path, "wb") as w:
