@@ -34,6 +34,7 @@
 #include "experiments/asr/augment.h"
 #include "experiments/asr/corpus_synth.h"
 #include "experiments/asr/seeding.h"
+#include "experiments/asr/test_condition.h"
 #include "experiments/asr/decode.h"
 #include "experiments/asr/tokenizer.h"
 #include "experiments/asr/transducer_loss.h"
@@ -62,7 +63,7 @@ class AsrTask : public Task, public AsrEvaluation {
     fbank_ = asr_fbank_options(model_->config());
     speed_perturb_ = cfg.get_bool("asr.augment.speed_perturb", true);
     augmenter_ = std::make_unique<WaveAugmenter>(WaveAugmentOptions::from(cfg));
-    read_eval_condition(cfg);
+    condition_ = TestCondition::from(cfg);
     spec_augment_ = cfg.get_bool("asr.augment.spec_augment", true);
     // Bounded before the casts to int: 2^32 + 2 masks would otherwise read as 2.
     spec_.freq_masks = static_cast<int>(cfg.get_int_at_most("asr.augment.freq_masks", 2, 1000));
@@ -234,11 +235,11 @@ class AsrTask : public Task, public AsrEvaluation {
   const DecodingOptions& decoding() const override { return decoding_; }
   // The split's name, with the test condition when there is one ("test-unseen-voices@lead=1s"):
   // the evaluation's files and report rows are named by it, apart from the clean ones.
-  std::string validation_split() const override { return splits_[1] + condition_name_; }
+  std::string validation_split() const override { return splits_[1] + condition_.name(); }
   AsrEvaluation::Utterance validation_utterance(int64_t i) const override {
     const int64_t item = items_[1][static_cast<size_t>(i)];
     const auto& u = utterances_[1][static_cast<size_t>(item)];
-    AsrEvaluation::Utterance out{store_->id(splits_[1], item), u.text, "", "", u.samples + static_cast<int64_t>(lead_silence_ * kRate)};  // as heard
+    AsrEvaluation::Utterance out{store_->id(splits_[1], item), u.text, "", "", u.samples + condition_.lead_samples()};  // as heard
     if (has_speaker_[1]) out.speaker = utf8_field(store_->field(splits_[1], "speaker", item));
     if (has_voice_) out.voice = utf8_field(store_->field(splits_[1], "voice", item));
     return out;
@@ -310,61 +311,16 @@ class AsrTask : public Task, public AsrEvaluation {
     if (items_[s].empty()) throw config::ConfigError(store_path_ + ": split '" + split + "' has no usable utterance");
   }
 
-  // asr.eval.*: a test condition applied to every validation utterance (what `eval` measures):
-  // recorded at sample_rate (resampled to it and back: its upper band is gone), lead_silence
-  // seconds of silence before it, and noise of asr.eval.noise at asr.eval.snr_db.
-  void read_eval_condition(const config::Config& cfg) {
-    eval_rate_ = cfg.get_float("asr.eval.sample_rate", 0.0);
-    if (!(eval_rate_ == 0 || (eval_rate_ >= 4000 && eval_rate_ <= 192000)))
-      throw config::ConfigError("asr.eval.sample_rate: expected 0 (as stored) or a rate in [4000, 192000] Hz, got " + std::to_string(eval_rate_));
-    lead_silence_ = cfg.get_float("asr.eval.lead_silence", 0.0);
-    if (!(lead_silence_ >= 0 && lead_silence_ <= 60))
-      throw config::ConfigError("asr.eval.lead_silence: expected seconds in [0, 60], got " + std::to_string(lead_silence_));
-    eval_noise_ = cfg.get_string("asr.eval.noise", "white");
-    if (eval_noise_ != "white" && eval_noise_ != "brown" && eval_noise_ != "babble")
-      throw config::ConfigError("asr.eval.noise must be white, brown or babble, got '" + eval_noise_ + "'");
-    if (cfg.has("asr.eval.snr_db") && !cfg.value("asr.eval.snr_db").is_null()) {
-      eval_snr_ = cfg.get_float("asr.eval.snr_db");
-      if (!(*eval_snr_ >= -20 && *eval_snr_ <= 100))
-        throw config::ConfigError("asr.eval.snr_db: expected dB in [-20, 100] (or null: clean), got " + std::to_string(*eval_snr_));
-    }
-    char name[96] = "";
-    if (eval_rate_ > 0) {
-      std::snprintf(name, sizeof name, "@%gHz", eval_rate_);
-      condition_name_ += name;
-    }
-    if (lead_silence_ > 0) {
-      std::snprintf(name, sizeof name, "@lead=%gs", lead_silence_);
-      condition_name_ += name;
-    }
-    if (eval_snr_) {
-      std::snprintf(name, sizeof name, "@%s=%gdB", eval_noise_.c_str(), *eval_snr_);
-      condition_name_ += name;
-    }
-  }
-
-  // A validation utterance under the test condition; the noise (babble from the split's other
-  // utterances) is drawn from the item, so every evaluation hears the same.
-  at::Tensor conditioned(at::Tensor audio, int64_t item) const {
-    if (eval_rate_ > 0 && eval_rate_ != kRate) {
-      const int64_t n = audio.numel();
-      audio = data::resample(data::resample(audio.view({-1}), kRate, eval_rate_).view({-1}), eval_rate_, kRate).view({-1});
-      audio = audio.numel() >= n ? audio.narrow(0, 0, n).contiguous() : at::constant_pad_nd(audio, {0, n - audio.numel()});
-    }
-    if (lead_silence_ > 0) audio = at::constant_pad_nd(audio.view({-1}), {static_cast<int64_t>(lead_silence_ * kRate), 0});
-    if (eval_snr_) {
-      const UtteranceSource others = [this, item](uint64_t pick) {
-        const size_t n = items_[1].size();
-        size_t k = static_cast<size_t>(pick % n);
-        if (n > 1 && items_[1][k] == item) k = (k + 1) % n;  // not the utterance itself
-        return store_->field(splits_[1], "audio", items_[1][k]);
-      };
-      const at::Tensor noise = make_noise(eval_noise_, audio.numel(), seed_of(1234, static_cast<uint64_t>(item), 0, 8), others);
-      audio = add_noise(audio.to(at::kFloat).view({-1}), noise, *eval_snr_);
-      const double peak = audio.abs().max().item<double>();
-      if (peak > 0.99) audio = audio * (0.99 / peak);
-    }
-    return audio;
+  // A validation utterance under the test condition (asr.eval.*); babble comes from the split's
+  // other utterances, and the noise is drawn from the item, so every evaluation hears the same.
+  at::Tensor conditioned(const at::Tensor& audio, int64_t item) const {
+    const UtteranceSource others = [this, item](uint64_t pick) {
+      const size_t n = items_[1].size();
+      size_t k = static_cast<size_t>(pick % n);
+      if (n > 1 && items_[1][k] == item) k = (k + 1) % n;  // not the utterance itself
+      return store_->field(splits_[1], "audio", items_[1][k]);
+    };
+    return condition_.apply(audio, seed_of(1234, static_cast<uint64_t>(item), 0, 8), others);
   }
 
   void compute_cmvn(int64_t max_utterances) {
@@ -399,9 +355,7 @@ class AsrTask : public Task, public AsrEvaluation {
   data::SpecAugmentOptions spec_;
   bool speed_perturb_ = true, spec_augment_ = true;
   std::unique_ptr<WaveAugmenter> augmenter_;
-  double lead_silence_ = 0, eval_rate_ = 0;  // asr.eval.*
-  std::optional<double> eval_snr_;
-  std::string eval_noise_ = "white", condition_name_;
+  TestCondition condition_;  // asr.eval.*
   TransducerLossOptions loss_options_;
   double simple_scale_ = 0.5, mean_seconds_ = 1.0;
   int64_t warm_step_ = 2000, bucket_windows_ = 50;
