@@ -18,8 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 constexpr double kRate = 16000;
 
-double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0); }
-double uniform(std::mt19937_64& rng, double lo, double hi) { return lo + (hi - lo) * uniform01(rng); }
 bool chance(std::mt19937_64& rng, double p) { return p > 0 && uniform01(rng) < p; }
 
 // Gaussian from the raw engine (Box-Muller): the standard distributions differ between libraries.

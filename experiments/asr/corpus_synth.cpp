@@ -53,9 +53,6 @@ const std::vector<EngineVoice> kFliteTestVoices = {{"slt", "arctic:slt"}, {"kal1
 const std::vector<EngineVoice> kFestivalVoices = {
     {"kal_diphone", "diphone:kal"}, {"ked_diphone", "diphone:ked"}, {"cmu_us_slt_arctic_hts", "arctic:slt"}};
 
-// Uniform in [0, 1) from the raw engine (the standard distributions differ between libraries).
-double uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0); }
-double uniform(std::mt19937_64& rng, double lo, double hi) { return lo + (hi - lo) * uniform(rng); }
 
 // Everything about one utterance, drawn before any audio is made.
 struct Utterance {
@@ -160,7 +157,7 @@ at::Tensor render(const Utterance& u, const fs::path& scratch) {
     float* n = noise.data_ptr<float>();
     double state = 0;
     for (int64_t i = 0; i < noise.numel(); ++i) {
-      const double white = uniform(rng) * 2 - 1;
+      const double white = uniform01(rng) * 2 - 1;
       n[i] = static_cast<float>(u.brown_noise ? (state = 0.98 * state + 0.2 * white) : white);
     }
     const double signal_power = audio.pow(2).mean().item<double>();

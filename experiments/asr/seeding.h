@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <random>
 
 namespace wavetrain::experiments::asr {
 
@@ -18,5 +19,10 @@ inline uint64_t splitmix64(uint64_t x) {
 inline uint64_t seed_of(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
   return splitmix64(splitmix64(splitmix64(splitmix64(a) ^ b) ^ c) ^ d);
 }
+
+// Uniform in [0, 1) and in [lo, hi) from the raw engine (the standard distributions differ
+// between libraries, and a corpus or a batch must not).
+inline double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0); }
+inline double uniform(std::mt19937_64& rng, double lo, double hi) { return lo + (hi - lo) * uniform01(rng); }
 
 }  // namespace wavetrain::experiments::asr
