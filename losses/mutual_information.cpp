@@ -95,8 +95,9 @@ struct MutualInformationFunction : public torch::autograd::Function<MutualInform
     at::Tensor px_grad, py_grad;
     const bool grads = want_grad || px.requires_grad() || py.requires_grad();
     if (grads) {
-      px_grad = at::zeros_like(x);
-      py_grad = at::zeros_like(y);
+      // The CPU kernel writes every entry; the others write only the boxes' entries.
+      px_grad = which == MiImplementation::kCpu ? at::empty_like(x) : at::zeros_like(x);
+      py_grad = which == MiImplementation::kCpu ? at::empty_like(y) : at::zeros_like(y);
     }
     run_kernel(which, x, y, boundary, scores, px_grad, py_grad);
     if (!grads) {

@@ -62,7 +62,8 @@ namespace detail {
 
 // The kernels, outside autograd. `boundary` is int64 [B][4] on the CPU, already validated; px and
 // py are contiguous float32/float64 on the kernel's device. Fill scores [B] and, when px_grad is
-// defined, px_grad and py_grad (zero-initialised by the caller).
+// defined, px_grad and py_grad (zero-initialised by the caller, except for the CPU kernel, which
+// writes every entry).
 void mutual_information_cpu(const at::Tensor& px, const at::Tensor& py, const at::Tensor& boundary, at::Tensor& scores,
                             at::Tensor& px_grad, at::Tensor& py_grad);
 void mutual_information_portable(const at::Tensor& px, const at::Tensor& py, const at::Tensor& boundary,
