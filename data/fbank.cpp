@@ -60,13 +60,20 @@ double prepare_frame(float* x, float mean, const FbankOptions& o, const float* w
     for (int64_t j = 0; j < size; ++j) x[j] = x[j] - mean;
   if (stages) stages->after_dc.assign(x, x + size);
   auto energy_of = [&] {
-    double e = 0;
-    for (int64_t j = 0; j < size; ++j) e += static_cast<double>(x[j]) * x[j];
+    // Four independent sums: one chain of dependent double additions took a third of the time.
+    double lanes[4] = {0, 0, 0, 0};
+    int64_t j = 0;
+    for (; j + 4 <= size; j += 4)
+      for (int l = 0; l < 4; ++l) lanes[l] += static_cast<double>(x[j + l]) * x[j + l];
+    for (; j < size; ++j) lanes[0] += static_cast<double>(x[j]) * x[j];
+    const double e = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
     double l = std::log(std::max(e, kEpsilon));
     if (o.energy_floor != 0.0) l = std::max(l, std::log(o.energy_floor));
     return l;
   };
-  double energy = o.raw_energy ? energy_of() : 0.0;
+  // The energy only where it is a feature (or a test looks at it).
+  const bool want_energy = o.use_energy || stages;
+  double energy = want_energy && o.raw_energy ? energy_of() : 0.0;
   if (stages) stages->raw_log_energy = energy_of();
   if (o.preemphasis_coefficient != 0.0) {  // x[j] -= c x[j-1], and x[0] -= c x[0], from the old values
     const float c = static_cast<float>(o.preemphasis_coefficient);
@@ -79,7 +86,7 @@ double prepare_frame(float* x, float mean, const FbankOptions& o, const float* w
   }
   if (stages) stages->after_preemphasis.assign(x, x + size);
   for (int64_t j = 0; j < size; ++j) x[j] = x[j] * window[j];
-  if (!o.raw_energy) energy = energy_of();
+  if (want_energy && !o.raw_energy) energy = energy_of();
   if (stages) stages->windowed.assign(x, x + size);
   return energy;
 }
@@ -234,8 +241,13 @@ at::Tensor fbank(const at::Tensor& waveform_in, const FbankOptions& o, std::opti
       for (int64_t b = 0; b < o.num_mel_bins; ++b) {
         const std::vector<float>& wb = banks.weights[static_cast<size_t>(b)];
         const float* pk = power.data() + banks.first[static_cast<size_t>(b)];
-        double e = 0;
-        for (size_t k = 0; k < wb.size(); ++k) e += static_cast<double>(wb[k]) * pk[k];
+        double lanes[4] = {0, 0, 0, 0};  // independent sums, as for the energy
+        const size_t width = wb.size();
+        size_t k = 0;
+        for (; k + 4 <= width; k += 4)
+          for (size_t l = 0; l < 4; ++l) lanes[l] += static_cast<double>(wb[k + l]) * pk[k + l];
+        for (; k < width; ++k) lanes[0] += static_cast<double>(wb[k]) * pk[k];
+        const double e = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
         o_row[mel_offset + b] = static_cast<float>(o.use_log_fbank ? std::log(std::max(e, kEpsilon)) : e);
       }
       if (o.use_energy) o_row[energy_column] = static_cast<float>(energy[static_cast<size_t>(f)]);
