@@ -3,8 +3,14 @@
 # icefall's stateless predictor, joiner), icefall's pruned RNN-T loss from k2's fast_rnnt (the
 # smoothed simple loss with its gradients, prune ranges, pruned joiner, pruned loss), Adam; batch
 # 16 utterances of ~3 s. Without fast_rnnt it falls back to torchaudio's full rnnt_loss and says so.
+# Adam is PyTorch's fused CPU implementation (fused=True) where the installed torch has it.
+# PARTS > 1 is the equivalent of wavetrain's trainer.cpu_batch_parts: the batch cut into PARTS runs
+# of consecutive items, each part's forward and backward on its own Python thread at once (PyTorch
+# releases the GIL inside its operators), one intra-op thread each, the gradients summed into the
+# shared parameters (autograd's accumulation is thread-safe), then one Adam step.
 # Prints "median_ms parameters peak_rss_mb loss_name".
-# usage: asr_step_baseline.py [THREADS] [REPEATS] [VOCAB]
+# usage: asr_step_baseline.py [THREADS] [REPEATS] [VOCAB] [PARTS]
+import concurrent.futures
 import math
 import resource
 import sys
@@ -17,7 +23,8 @@ import torch.nn.functional as F
 threads = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 10
 vocab = int(sys.argv[3]) if len(sys.argv) > 3 else 40
-torch.set_num_threads(threads)
+parts = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+torch.set_num_threads(1 if parts > 1 else threads)
 torch.set_flush_denormal(True)
 torch.manual_seed(0)
 
@@ -117,7 +124,11 @@ def loss_fn(model, feats, lengths, tokens, counts):
 
 model = Transducer()
 params = sum(p.numel() for p in model.parameters())
-adam = torch.optim.Adam(model.parameters(), lr=1e-3)
+try:
+    adam = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
+    loss_name += ", fused Adam"
+except (TypeError, RuntimeError):  # Debian's PyTorch 1.13 has no fused CPU Adam
+    adam = torch.optim.Adam(model.parameters(), lr=1e-3)
 # The batch of bench/asr_step_bench.cpp: 16 utterances of 2.55-3.0 s (255-300 frames), 12-24
 # tokens, the same formulas.
 B = 16
@@ -125,12 +136,28 @@ lengths = torch.tensor([300 - 3 * i for i in range(B)])
 counts = torch.tensor([12 + (7 * i) % 13 for i in range(B)])
 tokens = torch.tensor([[3 + (31 * i + 17 * j) % (VOCAB - 3) for j in range(int(counts.max()))] for i in range(B)])
 feats = torch.randn(B, 300, 80, generator=torch.Generator().manual_seed(1))
+# The parts as wavetrain cuts a batch: consecutive items, sizes differing by at most one.
+cuts = [torch.arange(B)[k * B // parts:(k + 1) * B // parts] for k in range(parts)]
+pool = concurrent.futures.ThreadPoolExecutor(parts) if parts > 1 else None
+
+
+def part_step(index):
+    # The mean of the parts' losses, as the trainer's train_parts scales each part by 1 / parts.
+    loss = loss_fn(model, feats[index], lengths[index], tokens[index], counts[index]) / parts
+    loss.backward()
+    return loss.detach()
+
+
 ms = []
 for i in range(repeats + 2):
     t0 = time.perf_counter()
     adam.zero_grad()
-    loss = loss_fn(model, feats, lengths, tokens, counts)
-    loss.backward()
+    if parts > 1:
+        futures = [pool.submit(part_step, p) for p in cuts]
+        loss = sum(f.result() for f in futures)
+    else:
+        loss = loss_fn(model, feats, lengths, tokens, counts)
+        loss.backward()
     adam.step()
     if i >= 2:
         ms.append(1000 * (time.perf_counter() - t0))
