@@ -241,18 +241,22 @@ at::Tensor fbank(const at::Tensor& waveform_in, const FbankOptions& o, std::opti
       for (int64_t b = 0; b < o.num_mel_bins; ++b) {
         const std::vector<float>& wb = banks.weights[static_cast<size_t>(b)];
         const float* pk = power.data() + banks.first[static_cast<size_t>(b)];
-        double lanes[4] = {0, 0, 0, 0};  // independent sums, as for the energy
+        // In float, as torchaudio's float32 matrix product, in 8 independent lanes (they vectorise).
+        float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         const size_t width = wb.size();
         size_t k = 0;
-        for (; k + 4 <= width; k += 4)
-          for (size_t l = 0; l < 4; ++l) lanes[l] += static_cast<double>(wb[k + l]) * pk[k + l];
-        for (; k < width; ++k) lanes[0] += static_cast<double>(wb[k]) * pk[k];
-        const double e = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-        o_row[mel_offset + b] = static_cast<float>(o.use_log_fbank ? std::log(std::max(e, kEpsilon)) : e);
+        for (; k + 8 <= width; k += 8)
+          for (size_t l = 0; l < 8; ++l) lanes[l] += wb[k + l] * pk[k + l];
+        for (; k < width; ++k) lanes[0] += wb[k] * pk[k];
+        const double e = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+        o_row[mel_offset + b] = static_cast<float>(o.use_log_fbank ? std::max(e, kEpsilon) : e);
       }
       if (o.use_energy) o_row[energy_column] = static_cast<float>(energy[static_cast<size_t>(f)]);
     }
   });
+  // The log of the mel energies in one vectorised pass (in float: the result is float; a double
+  // std::log per value was a sixth of the time).
+  if (o.use_log_fbank) out.narrow(1, mel_offset, o.num_mel_bins).log_();
   if (o.subtract_mean && frames > 0) out -= out.mean(0, true);
   return out;
 }
