@@ -18,14 +18,14 @@
 
 #include "experiments/amp/amp_model.h"
 #include "losses/audio_losses.h"
+#include "trainer/threads.h"
 
 using namespace wavetrain;
 
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 10;
-  at::set_num_threads(threads);
-  at::globalContext().setFlushDenormal(true);  // as the wavetrain binary does
+  wavetrain::configure_threads(threads);  // as the wavetrain binary does (trainer/threads.h)
   at::manual_seed(0);
   experiments::amp::AmpModel m = experiments::amp::make_amp_model("wavenet", "standard");
   torch::optim::Adam adam(m.module().parameters(), torch::optim::AdamOptions(0.004));

@@ -23,6 +23,7 @@
 #include "experiments/asr/transducer_loss.h"
 #include "trainer/fused_adam.h"
 #include "trainer/parallel_parts.h"
+#include "trainer/threads.h"
 
 namespace asr = wavetrain::experiments::asr;
 
@@ -62,7 +63,7 @@ int main(int argc, char** argv) {
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 10;
   const int64_t vocab = argc > 3 ? std::atoll(argv[3]) : 40;
   const int64_t parts = argc > 4 ? std::atoll(argv[4]) : threads;
-  at::set_num_threads(threads);
+  wavetrain::configure_threads(threads);  // as the wavetrain binary does (trainer/threads.h)
   at::manual_seed(0);
   asr::TransducerConfig c = asr::transducer_preset("tiny");
   c.vocab_size = vocab;

@@ -24,6 +24,7 @@
 #include "losses/mutual_information.h"
 #include "losses/rnnt_loss.h"
 #include "losses/stft_loss.h"
+#include "trainer/threads.h"
 
 namespace {
 
@@ -138,9 +139,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "loss_case_bench: THREADS and REPEATS must be positive, got '%s' and '%s'\n", argv[2], argv[3]);
     return 2;
   }
-  at::set_num_threads(threads);
-  // As the wavetrain binary does (trainer/threads.h): subnormals flushed before threads start.
-  at::globalContext().setFlushDenormal(true);
+  // As the wavetrain binary does (trainer/threads.h): the thread count, subnormals flushed before
+  // the threads start, freed memory kept for reuse.
+  wavetrain::configure_threads(threads);
   at::manual_seed(0);
   const long before_kb = status_kb("VmRSS");
   reset_peak();

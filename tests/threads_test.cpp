@@ -5,6 +5,12 @@
 
 #include "trainer/threads.h"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+#include <cstdlib>
+#include <string>
+
 namespace wavetrain {
 namespace {
 
@@ -84,6 +90,26 @@ TEST(ThreadSettings, SubnormalsAreFlushed) {
   if (!s.flush_denormal) GTEST_SKIP() << "this CPU cannot flush subnormals";
   EXPECT_EQ((tiny * 1e-10f).abs().max().item<float>(), 0.0f);
 }
+
+#if defined(__GLIBC__)
+// A freed 64 MiB block stays with the process: malloc takes it from the heap (mallinfo2's hblkhd,
+// the bytes in blocks mapped on their own, does not grow), where glibc's default would map it and
+// unmap it on free. The user's malloc tunables are left alone.
+TEST(ThreadSettings, FreedMemoryIsKeptUnlessTheUserTunedMalloc) {
+  const char* original = std::getenv("GLIBC_TUNABLES");
+  const std::string saved = original ? original : "";
+  setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=2", 1);
+  EXPECT_FALSE(configure_threads(1).keeps_freed_memory);
+  unsetenv("GLIBC_TUNABLES");
+  ASSERT_TRUE(configure_threads(1).keeps_freed_memory);
+  const size_t mapped_before = mallinfo2().hblkhd;
+  void* block = std::malloc(64u << 20);
+  ASSERT_NE(block, nullptr);
+  EXPECT_EQ(mallinfo2().hblkhd, mapped_before);
+  std::free(block);
+  if (original) setenv("GLIBC_TUNABLES", saved.c_str(), 1);
+}
+#endif
 
 }  // namespace
 }  // namespace wavetrain

@@ -2,6 +2,9 @@
 #include "trainer/threads.h"
 
 #include <sched.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -92,11 +95,30 @@ ThreadSettings choose_thread_settings(const char* env_threads, std::optional<int
   return s;
 }
 
+namespace {
+
+// See threads.h. Returns whether the thresholds were raised.
+bool keep_freed_memory() {
+#if defined(__GLIBC__)
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if ((tunables && std::string(tunables).find("malloc") != std::string::npos) || std::getenv("MALLOC_MMAP_THRESHOLD_") ||
+      std::getenv("MALLOC_TRIM_THRESHOLD_"))
+    return false;  // the user's say
+  const int kOneGiB = 1 << 30;
+  return mallopt(M_MMAP_THRESHOLD, kOneGiB) == 1 && mallopt(M_TRIM_THRESHOLD, kOneGiB) == 1;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
 ThreadSettings configure_threads(std::optional<int> config_threads) {
   ThreadSettings s = choose_thread_settings(std::getenv("WAVETRAIN_THREADS"), config_threads, usable_cpu_count(),
                                             std::getenv("OMP_WAIT_POLICY"));
   std::lock_guard<std::mutex> lock(g_mutex);
   s.flush_denormal = at::globalContext().setFlushDenormal(true);
+  s.keeps_freed_memory = keep_freed_memory();
   if (!g_applied) {
     try {
       at::set_num_interop_threads(s.inter_op);
