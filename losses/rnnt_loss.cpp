@@ -320,8 +320,7 @@ std::pair<at::Tensor, at::Tensor> do_rnnt_pruning(const at::Tensor& am, const at
   const at::Tensor am_pruned = am.unsqueeze(2).expand({B, T, s_range, C});
   // Rows of lm picked by index: its backward adds into a [B][S+1][C] gradient. (A gather from lm
   // expanded to [B][T][S+1][C], as k2 does it, allocates that full size in the backward.)
-  const at::Tensor rows = (ranges + at::arange(B, ranges.options()).view({B, 1, 1}) * S1).reshape({-1});
-  const at::Tensor lm_pruned = lm.reshape({B * S1, C}).index_select(0, rows).view({B, T, s_range, C});
+  const at::Tensor lm_pruned = detail::pick_rows(lm, ranges.reshape({B, T * s_range})).view({B, T, s_range, C});
   return {am_pruned, lm_pruned};
 }
 

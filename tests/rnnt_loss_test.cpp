@@ -376,5 +376,23 @@ TEST(RnntLoss, MatchesFastRnntLiveOnFreshInputs) {
   }
 }
 
+// do_rnnt_pruning's lm rows (detail::pick_rows: a written-out backward on the CPU) against k2's way,
+// a gather from lm expanded to [B][T][S+1][C], and its autograd gradient, in float64.
+TEST(RnntLoss, PrunedRowsAndTheirGradientEqualTheGatherComposition) {
+  at::manual_seed(7);
+  const int64_t B = 3, T = 7, S = 5, C = 6, R = 3;
+  const at::Tensor lm = at::randn({B, S + 1, C}, at::kDouble).requires_grad_();
+  const at::Tensor am = at::randn({B, T, C}, at::kDouble);
+  const at::Tensor ranges = at::randint(0, S + 2 - R, {B, T, 1}, at::kLong) + at::arange(R, at::kLong);  // rows 0 .. S
+  const at::Tensor weights = at::randn({B, T, R, C}, at::kDouble);
+  const auto [am_pruned, lm_pruned] = do_rnnt_pruning(am, lm, ranges);
+  (lm_pruned * weights).sum().backward();
+  const at::Tensor lm_e = lm.detach().clone().requires_grad_();
+  const at::Tensor expected = at::gather(lm_e.unsqueeze(1).expand({B, T, S + 1, C}), 2, ranges.unsqueeze(3).expand({B, T, R, C}));
+  EXPECT_TRUE(at::equal(lm_pruned.detach(), expected.detach()));
+  (expected * weights).sum().backward();
+  EXPECT_LE(max_relative_error(lm.grad(), lm_e.grad()), 1e-12);
+}
+
 }  // namespace
 }  // namespace wavetrain::losses
