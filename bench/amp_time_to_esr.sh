@@ -42,7 +42,7 @@ awk -v target="$target" '
   }' "$work/run/wavetrain.log"
 
 [ "$nam_minutes" != 0 ] || exit 0
-"$python" bench/nam_time_to_esr.py "$work/run/../capture.h5" "$nam_minutes" "$target" "$threads" >"$work/nam.txt" 2>"$work/nam.err" ||
+"$python" bench/nam_time_to_esr.py "$work/capture.h5" "$nam_minutes" "$target" "$threads" >"$work/nam.txt" 2>"$work/nam.err" ||
   { cat "$work/nam.err" >&2; exit 1; }
 awk -v target="$target" '
   /^[0-9]+ [0-9.]+ [0-9.e-]+$/ {

@@ -217,7 +217,9 @@ at::Tensor fbank(const at::Tensor& waveform_in, const FbankOptions& o, std::opti
   at::Tensor out = at::empty({frames, features}, at::kFloat);
   const int64_t mel_offset = (o.use_energy && !o.htk_compat) ? 1 : 0;
   const int64_t energy_column = o.htk_compat ? o.num_mel_bins : 0;
+  const int64_t fft_bins = padded / 2 + 1;
   at::parallel_for(0, frames, 64, [&](int64_t first, int64_t last) {
+    std::vector<float> power(static_cast<size_t>(fft_bins));
     // In blocks of 64 frames, so that a block's frames and spectra (2 x 128 kB) stay in the core's
     // cache between the passes over them (a thread's whole range at once was 1-2 MB).
     for (int64_t begin = first; begin < last; begin += 64) {
@@ -233,8 +235,6 @@ at::Tensor fbank(const at::Tensor& waveform_in, const FbankOptions& o, std::opti
       }
       const at::Tensor spectrum = at::view_as_real(at::fft_rfft(chunk, padded, 1)).contiguous();  // [count][bins][2]
       const float* z = spectrum.data_ptr<float>();
-      const int64_t fft_bins = padded / 2 + 1;
-      std::vector<float> power(static_cast<size_t>(fft_bins));
       for (int64_t f = 0; f < count; ++f) {
         const float* zf = z + f * fft_bins * 2;
         for (int64_t k = 0; k < fft_bins; ++k) {

@@ -11,13 +11,6 @@
 namespace wavetrain::losses::detail {
 namespace {
 
-// Gradient, with W = dL/dN / Z, Z = sum_c P_lm[s][c] P_am[t][c] (+ tiny) and P = exp(x - max):
-//   dN[s][t]/d lm[s][c] = P_lm[s][c] P_am[t][c] / Z[s][t]   (a softmax weight; likewise for am)
-//   d lm = P_lm * (W @ P_am)        d am = P_am * (W^T @ P_lm)
-// plus the direct terms: lm[s][y_s] and lm[s][blank] get the row sums of dL/dpx and dL/dpy,
-// am[t][y_s] and am[t][blank] the column sums. dL/dN = -(dL/dpx, padded to S+1 rows) - dL/dpy.
-// The maxima are constants here: N does not depend on them (their derivatives cancel, up to the
-// tiny added inside the log).
 // g_am[b][t][y_s] += gpx[b][s][t] for every s. On the CPU a plain loop: scatter_add_ with the
 // index expanded to [B][T][S] took ~2 ms of the pruned pipeline (6% of it) at (8, 50, 300, 500).
 void add_symbol_columns(at::Tensor& g_am, const at::Tensor& symbols, const at::Tensor& gpx) {
@@ -42,6 +35,13 @@ void add_symbol_columns(at::Tensor& g_am, const at::Tensor& symbols, const at::T
   });
 }
 
+// Gradient, with W = dL/dN / Z, Z = sum_c P_lm[s][c] P_am[t][c] (+ tiny) and P = exp(x - max):
+//   dN[s][t]/d lm[s][c] = P_lm[s][c] P_am[t][c] / Z[s][t]   (a softmax weight; likewise for am)
+//   d lm = P_lm * (W @ P_am)        d am = P_am * (W^T @ P_lm)
+// plus the direct terms: lm[s][y_s] and lm[s][blank] get the row sums of dL/dpx and dL/dpy,
+// am[t][y_s] and am[t][blank] the column sums. dL/dN = -(dL/dpx, padded to S+1 rows) - dL/dpy.
+// The maxima are constants here: N does not depend on them (their derivatives cancel, up to the
+// tiny added inside the log).
 struct SymbolLogprobs : public torch::autograd::Function<SymbolLogprobs> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& lm,
                                                 const at::Tensor& am, const at::Tensor& symbols, int64_t blank) {
@@ -110,34 +110,33 @@ struct PrunedLogprobs : public torch::autograd::Function<PrunedLogprobs> {
 struct PickRows : public torch::autograd::Function<PickRows> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& lm, const at::Tensor& rows) {
     const int64_t B = lm.size(0), S1 = lm.size(1), C = lm.size(2), M = rows.size(1);
-    const at::Tensor flat = (rows + at::arange(B, rows.options()).view({B, 1}) * S1).reshape({-1});
-    ctx->save_for_backward({rows});
+    // Row indices into lm viewed as [B * S1][C]; item b's all lie in its own block [b S1, (b+1) S1).
+    const at::Tensor flat = (rows + at::arange(B, rows.options()).view({B, 1}) * S1).reshape({-1}).contiguous();
+    ctx->save_for_backward({flat});
     ctx->saved_data["S1"] = S1;
     return lm.reshape({B * S1, C}).index_select(0, flat).view({B, M, C});
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    const at::Tensor rows = ctx->get_saved_variables()[0].contiguous();
+    const at::Tensor flat = ctx->get_saved_variables()[0];
     const at::Tensor grad = grads[0].contiguous();
     const int64_t B = grad.size(0), M = grad.size(1), C = grad.size(2), S1 = ctx->saved_data["S1"].toInt();
     at::Tensor g_lm = at::zeros({B, S1, C}, grad.options());
     if (!grad.device().is_cpu()) {
-      const at::Tensor flat = (rows + at::arange(B, rows.options()).view({B, 1}) * S1).reshape({-1});
       g_lm.view({B * S1, C}).index_add_(0, flat, grad.view({B * M, C}));
       return {g_lm, at::Tensor()};
     }
     AT_DISPATCH_FLOATING_TYPES(grad.scalar_type(), "pick_rows_backward", [&] {
       const scalar_t* g = grad.data_ptr<scalar_t>();
-      const int64_t* r = rows.data_ptr<int64_t>();
+      const int64_t* r = flat.data_ptr<int64_t>();
       scalar_t* out = g_lm.data_ptr<scalar_t>();
       at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t b = begin; b < end; ++b)
-          for (int64_t m = 0; m < M; ++m) {
-            scalar_t* __restrict__ o = out + (b * S1 + r[b * M + m]) * C;
-            const scalar_t* __restrict__ x = g + (b * M + m) * C;
-            for (int64_t c = 0; c < C; ++c) o[c] += x[c];
-          }
+        for (int64_t i = begin * M; i < end * M; ++i) {  // item b's rows write only its own block
+          scalar_t* __restrict__ o = out + r[i] * C;
+          const scalar_t* __restrict__ x = g + i * C;
+          for (int64_t c = 0; c < C; ++c) o[c] += x[c];
+        }
       });
     });
     return {g_lm, at::Tensor()};

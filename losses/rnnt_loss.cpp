@@ -172,6 +172,11 @@ RnntLossWithGrad loss_from(const RnntLogprobs& lp, const RnntOptions& o, bool wi
   return {reduce(mi.scores, o.reduction).to(type), mi.px_grad, mi.py_grad};
 }
 
+// symbols [B][S] with the blank appended as symbol S: [B][S+1], the symbol each lattice row emits.
+at::Tensor symbols_and_blank(const at::Tensor& symbols, int64_t blank) {
+  return at::cat({symbols, at::full({symbols.size(0), 1}, blank, symbols.options())}, 1);
+}
+
 }  // namespace
 
 RnntLogprobs get_rnnt_logprobs(const at::Tensor& lm_in, const at::Tensor& am_in, const at::Tensor& symbols,
@@ -343,7 +348,7 @@ RnntLogprobs get_rnnt_logprobs_pruned(const at::Tensor& logits_in, const at::Ten
   if (s_range > S + 1) fail(where, "s_range " + std::to_string(s_range) + " exceeds S + 1 = " + std::to_string(S + 1));
   check_ranges(where, ranges, S);
 
-  const at::Tensor with_blank = at::cat({symbols, at::full({B, 1}, termination_symbol, symbols.options())}, 1);
+  const at::Tensor with_blank = symbols_and_blank(symbols, termination_symbol);
   const at::Tensor pruned_symbols = at::gather(with_blank.unsqueeze(1).expand({B, T, S + 1}), 2, ranges);  // [B][T][s_range]
   // Values for positions ranges[b][t][0] .. + s_range - 1 put in place in a row of S + 1, -inf elsewhere.
   const at::Tensor shifts = ranges.select(2, 0);
@@ -379,7 +384,7 @@ RnntLogprobs get_rnnt_logprobs_joint(const at::Tensor& logits_in, const at::Tens
   // Each row (b, t, s) is a pruned row whose symbol is y_s (the blank for s = S, whose px is
   // dropped): one fused pass per row each way on the CPU, where logsumexp + gather and their
   // autograd backward made several passes over the [B][T][S+1][C] logits (0.87x fast_rnnt's time).
-  const at::Tensor with_blank = at::cat({symbols, at::full({B, 1}, termination_symbol, symbols.options())}, 1);
+  const at::Tensor with_blank = symbols_and_blank(symbols, termination_symbol);
   const auto [px_values, py_values] =
       detail::pruned_logprobs(logits, with_blank.unsqueeze(1).expand({B, T, S + 1}), termination_symbol);
   at::Tensor px = px_values.narrow(2, 0, S).permute({0, 2, 1});  // [B][S][T]

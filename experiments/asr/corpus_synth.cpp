@@ -53,7 +53,6 @@ const std::vector<EngineVoice> kFliteTestVoices = {{"slt", "arctic:slt"}, {"kal1
 const std::vector<EngineVoice> kFestivalVoices = {
     {"kal_diphone", "diphone:kal"}, {"ked_diphone", "diphone:ked"}, {"cmu_us_slt_arctic_hts", "arctic:slt"}};
 
-
 // Everything about one utterance, drawn before any audio is made.
 struct Utterance {
   std::string split, id, text;
