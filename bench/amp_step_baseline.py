@@ -3,7 +3,10 @@
 # residual, summed head, head rechannel, head scale 0.02), NAM's loss (MSE + 2e-4 x MRSTFT with
 # auraloss's defaults on 0.85 pre-emphasised signals) and Adam lr 0.004, batch 16 x 8192.
 # Prints the median step time in ms.
-# usage: amp_step_baseline.py [THREADS] [REPEATS] [DEVICE]   (DEVICE cpu by default; cuda for scripts/gpu-check)
+# usage: amp_step_baseline.py [THREADS] [REPEATS] [DEVICE] [PRECISION]
+#   DEVICE cpu by default (cuda for scripts/gpu-check); PRECISION 32 (default) or 16-mixed: fp16
+#   autocast around the forward pass, the loss in fp32, and torch.amp's GradScaler, as wavetrain's
+#   trainer.precision=16-mixed does
 import sys
 import time
 
@@ -14,6 +17,10 @@ import torch.nn.functional as F
 threads = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 10
 device = torch.device(sys.argv[3] if len(sys.argv) > 3 else "cpu")
+precision = sys.argv[4] if len(sys.argv) > 4 else "32"
+if precision not in ("32", "16-mixed"):
+    sys.exit("amp_step_baseline.py: PRECISION must be 32 or 16-mixed, got %r" % precision)
+mixed = precision == "16-mixed"
 torch.set_num_threads(threads)
 torch.set_flush_denormal(True)
 torch.manual_seed(0)
@@ -73,17 +80,25 @@ model = WaveNet().to(device)
 adam = torch.optim.Adam(model.parameters(), lr=0.004)
 x = (torch.randn(16, 1, 8192 + 4092) * 0.3).to(device)
 y = torch.tanh(torch.randn(16, 1, 8192)).to(device)
+scaler = torch.amp.GradScaler(device.type) if mixed else None
 sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 ms = []
 for i in range(repeats + 2):
     sync()
     t0 = time.perf_counter()
     adam.zero_grad()
-    p = model(x)
+    with torch.autocast(device.type, dtype=torch.float16, enabled=mixed):
+        p = model(x)
+    p = p.float()
     pe = lambda v: v[..., 1:] - 0.85 * v[..., :-1]
     loss = F.mse_loss(p, y) + 2e-4 * mrstft(pe(p), pe(y))
-    loss.backward()
-    adam.step()
+    if scaler is None:
+        loss.backward()
+        adam.step()
+    else:
+        scaler.scale(loss).backward()
+        scaler.step(adam)
+        scaler.update()
     sync()
     if i >= 2:
         ms.append((time.perf_counter() - t0) * 1000)

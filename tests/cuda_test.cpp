@@ -9,19 +9,26 @@
 #include <torch/cuda.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <string>
 
 #include "experiments/asr/decode.h"
+#include "experiments/asr/transducer_loss.h"
 #include "losses/mutual_information.h"
 #include "losses/rnnt_loss.h"
 #include "losses/stft_loss.h"
 #include "tests/reference_json.h"
 #include "tests/run_process.h"
+#include "trainer/amp.h"
+#include "trainer/device.h"
 #include "trainer/distributed.h"
 #include "trainer/torch_compat.h"
+#if defined(WAVETRAIN_WITH_CUDA)  // set by trainer/build_config.h, through torch_compat.h
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 namespace fs = std::filesystem;
 
@@ -46,7 +53,35 @@ fs::path fresh(const std::string& name) {
   return dir;
 }
 
-using wavetrain::testing::wavetrain_in;
+// The wavetrain binary under test: the build's own, or WAVETRAIN_BINARY's when this test program runs
+// from a bundle on another machine (scripts/gpu-check --bundle / --prebuilt), where the build's path
+// does not exist.
+std::string wavetrain_binary() {
+  const char* bundled = std::getenv("WAVETRAIN_BINARY");
+  return bundled != nullptr && *bundled != '\0' ? bundled : WAVETRAIN_BINARY;
+}
+
+Result wavetrain_in(const fs::path& dir, const std::string& args) {
+  fs::create_directories(dir);
+  return testing::run_shell("cd '" + dir.string() + "' && '" + wavetrain_binary() + "' " + args);
+}
+
+// trainer.cuda_memory_fraction caps the caching allocator: an allocation over the cap fails with
+// CUDA's out-of-memory error, and the same allocation succeeds once the cap is lifted. First in this
+// file, so that in one process (scripts/gpu-check runs the program, not ctest) the cap is also set
+// before anything has started CUDA, as the trainer sets it.
+TEST(Cuda, MemoryFractionCapsTheAllocator) {
+  REQUIRE_GPU();
+#if defined(WAVETRAIN_WITH_CUDA)
+  const int64_t floats = compat::cuda_device_properties(0).total_memory_bytes / 20 / 4;  // 5% of the GPU
+  apply_cuda_memory_fraction(0.02, kGpu);
+  c10::cuda::CUDACachingAllocator::emptyCache();  // no block cached by an earlier test may serve it
+  EXPECT_THROW(at::empty({floats}, at::TensorOptions().device(kGpu)), c10::Error);
+  apply_cuda_memory_fraction(1.0, kGpu);
+  EXPECT_NO_THROW(at::empty({floats}, at::TensorOptions().device(kGpu)));
+  EXPECT_THROW(apply_cuda_memory_fraction(1.5, kGpu), std::exception);
+#endif
+}
 
 TEST(Cuda, MutualInformationKernelEqualsTheCpuKernel) {
   REQUIRE_GPU();
@@ -136,7 +171,7 @@ TEST(Cuda, MultiResolutionStftLossEqualsTheCpu) {
 
 TEST(Cuda, DevicesReportTheGpu) {
   REQUIRE_GPU();
-  const Result r = testing::run_shell("'" WAVETRAIN_BINARY "' devices --json");
+  const Result r = testing::run_shell("'" + wavetrain_binary() + "' devices --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["cuda_device_count"].get<int>(), static_cast<int>(torch::cuda::device_count()));
@@ -214,6 +249,62 @@ TEST(Cuda, AsrDecodingEqualsTheCpu) {
     EXPECT_EQ(beam_gpu[b].tokens, beam_cpu[b].tokens) << b;
     EXPECT_NEAR(beam_gpu[b].log_prob, beam_cpu[b].log_prob, 1e-3) << b;
   }
+}
+
+// One ASR training step on the GPU: the Conformer encoder, the simple and full RNN-T losses and the
+// backward equal the CPU's in fp32; under bf16 autocast (the trainer's bf16-mixed, losses in fp32)
+// the pruned recipe's loss stays near the fp32 loss and every gradient is finite.
+TEST(Cuda, AsrTrainingStepEqualsTheCpu) {
+  REQUIRE_GPU();
+  namespace asr = experiments::asr;
+  asr::TransducerConfig c = asr::transducer_preset("tiny");
+  c.vocab_size = 20;
+  c.encoder.num_layers = 2;
+  at::manual_seed(11);
+  asr::Transducer m(c);
+  m->eval();  // no dropout: the same function on both devices
+  const at::Tensor features = at::randn({3, 160, c.encoder.feature_dim});
+  const at::Tensor lengths = at::tensor({160, 131, 97}, at::kLong);
+  const at::Tensor tokens = at::randint(1, c.vocab_size, {3, 9}, at::kLong);
+  const at::Tensor counts = at::tensor({9, 7, 4}, at::kLong);
+  const auto step = [&](const at::Device& d, bool full, const AmpPolicy& policy) {
+    for (at::Tensor& p : m->parameters()) p.mutable_grad() = at::Tensor();
+    at::Tensor enc;
+    {
+      AutocastGuard autocast(policy);
+      enc = m->encoder->forward(features.to(d), lengths.to(d)).first;
+    }
+    asr::TransducerLossOptions o;
+    o.full = full;
+    const asr::TransducerLoss l = asr::transducer_loss(*m, enc, asr::subsampled_frames(lengths).to(d), tokens.to(d), counts.to(d), o);
+    EXPECT_EQ(l.nonfinite, 0);
+    const at::Tensor total = 0.5 * l.simple + l.pruned;
+    total.backward();
+    std::vector<at::Tensor> grads;
+    for (const at::Tensor& p : m->parameters()) grads.push_back(p.grad().defined() ? p.grad().cpu() : at::zeros_like(p).cpu());
+    return std::make_pair(total.item<double>(), grads);
+  };
+  // cuDNN's convolutions (the subsampling, and the depthwise convolution off the CPU) may run in TF32
+  // by default, which alone moved gradients by 2.4e-3 on an H200; the comparison is of fp32 math.
+  const bool tf32 = at::globalContext().allowTF32CuDNN();
+  at::globalContext().setAllowTF32CuDNN(false);
+  const AmpPolicy fp32;
+  const auto [loss_cpu, grads_cpu] = step(at::kCPU, true, fp32);
+  m->to(kGpu);
+  const auto [loss_gpu, grads_gpu] = step(kGpu, true, fp32);
+  EXPECT_NEAR(loss_gpu, loss_cpu, 1e-4 * std::abs(loss_cpu));
+  double worst = 0;
+  for (size_t i = 0; i < grads_cpu.size(); ++i) worst = std::max(worst, max_relative_error(grads_gpu[i], grads_cpu[i]));
+  EXPECT_LE(worst, 5e-4) << "the largest relative gradient difference over " << grads_cpu.size() << " parameters";
+  at::globalContext().setAllowTF32CuDNN(tf32);
+  std::printf("ASR step: largest relative gradient difference GPU/CPU (fp32, TF32 off) %.2e\n", worst);
+
+  const AmpPolicy bf16 = resolve_amp_policy(Precision::Bf16Mixed, false, c10::DeviceType::CUDA, probe_amp_capabilities(kGpu));
+  ASSERT_TRUE(bf16.autocast);
+  const auto [pruned_fp32, unused] = step(kGpu, false, fp32);
+  const auto [pruned_bf16, grads_bf16] = step(kGpu, false, bf16);
+  EXPECT_NEAR(pruned_bf16, pruned_fp32, 0.05 * std::abs(pruned_fp32));
+  for (const at::Tensor& g : grads_bf16) EXPECT_TRUE(at::isfinite(g).all().item<bool>());
 }
 
 }  // namespace

@@ -161,7 +161,11 @@ inline CudaDeviceProperties cuda_device_properties(int index) {
   return {p->name, static_cast<int64_t>(p->totalGlobalMem), p->major, p->minor, p->multiProcessorCount};
 }
 // Caps what the caching allocator may take on `index`; an allocation past it raises out-of-memory.
+// CUDA starts lazily, and LibTorch 2.x's allocator refuses the cap before it has started ("Allocator
+// not initialized for device", seen on an H200 with 2.11): an empty tensor on the device starts it,
+// as Python's torch.cuda.set_per_process_memory_fraction does with its lazy init.
 inline void set_cuda_memory_fraction(double fraction, int index) {
+  (void)at::empty({0}, at::TensorOptions().device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index))));
   c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, static_cast<c10::DeviceIndex>(index));
 }
 // bf16 autocast on CUDA needs compute capability 8.0 (Ampere) or newer.
