@@ -3,8 +3,12 @@
 // mutual-information recursion (forward and occupation gradients) through wavetrain's CUDA kernel.
 // bench/amp_step_baseline.py cuda and bench/mi_gpu_baseline.py time the same in Python PyTorch.
 //
+// The step uses the trainer's Adam (FusedAdam: ATen's multi-tensor kernel on CUDA); the fp32 step is
+// also timed with torch::optim::Adam (about seven launches per parameter), to show what fusing buys.
+//
 // usage: wavetrain_bench_gpu [REPEATS]
-// prints "amp_step_fp32_ms amp_step_fp16_ms mi_ms" (medians; the GPU synchronised around each);
+// prints "amp_step_fp32_ms amp_step_fp16_ms mi_ms amp_step_fp32_torch_adam_ms" (medians; the GPU
+// synchronised around each);
 // exits 2 when this LibTorch has no CUDA or the machine no GPU.
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
@@ -22,6 +26,7 @@
 #include "losses/audio_losses.h"
 #include "losses/mutual_information.h"
 #include "trainer/amp.h"
+#include "trainer/fused_adam.h"
 #include "trainer/grad_scaler.h"
 
 using namespace wavetrain;
@@ -53,7 +58,7 @@ int main(int argc, char** argv) {
   at::manual_seed(0);
   experiments::amp::AmpModel m = experiments::amp::make_amp_model("wavenet", "standard");
   m.module().to(gpu);
-  torch::optim::Adam adam(m.module().parameters(), torch::optim::AdamOptions(0.004));
+  FusedAdam adam(m.module().parameters(), torch::optim::AdamOptions(0.004));
   const losses::CombinedLoss loss({{"mse", 1.0}, {"mrstft", 2e-4}, {"pre_emphasis", 0.85}});
   const int64_t rf = m.receptive_field();
   const at::Tensor x = (at::randn({16, 1, 8192 + rf - 1}) * 0.3).to(gpu);
@@ -62,6 +67,12 @@ int main(int argc, char** argv) {
     adam.zero_grad();
     loss(m.wavenet->forward(x), y).backward();
     adam.step();
+  });
+  torch::optim::Adam torch_adam(m.module().parameters(), torch::optim::AdamOptions(0.004));
+  const double fp32_torch_adam_ms = median_ms(repeats, [&] {
+    torch_adam.zero_grad();
+    loss(m.wavenet->forward(x), y).backward();
+    torch_adam.step();
   });
   // fp16: the model under autocast, the loss in fp32, the scaler around backward and step, as the
   // trainer does with trainer.precision=16-mixed.
@@ -84,6 +95,6 @@ int main(int argc, char** argv) {
   const double mi_ms = median_ms(repeats, [&] {
     losses::mutual_information_with_grad(px, py, std::nullopt, losses::MiImplementation::kCuda);
   });
-  std::printf("%.2f %.2f %.2f\n", fp32_ms, fp16_ms, mi_ms);
+  std::printf("%.2f %.2f %.2f %.2f\n", fp32_ms, fp16_ms, mi_ms, fp32_torch_adam_ms);
   return 0;
 }

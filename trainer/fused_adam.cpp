@@ -1,11 +1,13 @@
 // Adam with a fused update (fused_adam.h).
 #include "trainer/fused_adam.h"
 
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "trainer/torch_compat.h"
 
@@ -22,18 +24,36 @@ struct Update {
   float beta1, one_minus_beta1, beta2, one_minus_beta2, weight_decay, rsqrt_bc2, eps, step_size;
 };
 
-bool fusable(const at::Tensor& p) {
-  return p.device().is_cpu() && p.scalar_type() == at::kFloat && p.is_contiguous() && !p.grad().is_sparse() &&
-         p.grad().scalar_type() == at::kFloat && p.grad().device().is_cpu();
+bool fusable(const at::Tensor& p, const at::Device& device) {
+  return p.device() == device && p.scalar_type() == at::kFloat && p.is_contiguous() && !p.grad().is_sparse() &&
+         p.grad().scalar_type() == at::kFloat && p.grad().device() == device;
+}
+
+torch::optim::AdamParamState& adam_state(torch::optim::Optimizer& o, const at::Tensor& p) {
+  auto& states = o.state();
+  const auto key = compat::optimizer_state_key(p);
+  if (states.find(key) == states.end()) {  // as Adam::step creates it
+    auto s = std::make_unique<torch::optim::AdamParamState>();
+    s->step(0);
+    s->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+    s->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+    states[key] = std::move(s);
+  }
+  return static_cast<torch::optim::AdamParamState&>(*states[key]);
 }
 
 }  // namespace
 
 at::Tensor FusedAdam::step(LossClosure closure) {
-  bool all_fusable = true;
+  // The device every parameter with a gradient is on (CPU when none has one).
+  at::Device device(at::kCPU);
   for (const auto& group : param_groups())
     for (const at::Tensor& p : group.params())
-      if (p.grad().defined()) all_fusable = all_fusable && fusable(p);
+      if (p.grad().defined()) device = p.device();
+  bool all_fusable = device.is_cpu() || device.is_cuda();
+  for (const auto& group : param_groups())
+    for (const at::Tensor& p : group.params())
+      if (p.grad().defined()) all_fusable = all_fusable && fusable(p, device);
   for (const auto& group : param_groups()) all_fusable = all_fusable && !static_cast<const torch::optim::AdamOptions&>(group.options()).amsgrad();
   if (!all_fusable) return Adam::step(closure);
 
@@ -43,22 +63,17 @@ at::Tensor FusedAdam::step(LossClosure closure) {
     loss = closure();
   }
   c10::AutoGradMode no_grad(false);
+  if (path_ == Path::kAtenKernel || device.is_cuda()) {
+    step_with_aten_kernel();
+    return loss;
+  }
   std::vector<Update> updates;
   std::vector<at::Tensor> contiguous_grads;  // kept alive for the loop
   for (auto& group : param_groups()) {
     const auto& o = static_cast<const torch::optim::AdamOptions&>(group.options());
     for (at::Tensor& p : group.params()) {
       if (!p.grad().defined()) continue;
-      auto& states = state();
-      const auto key = compat::optimizer_state_key(p);
-      if (states.find(key) == states.end()) {  // as Adam::step creates it
-        auto s = std::make_unique<torch::optim::AdamParamState>();
-        s->step(0);
-        s->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
-        s->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
-        states[key] = std::move(s);
-      }
-      auto& s = static_cast<torch::optim::AdamParamState&>(*states[key]);
+      auto& s = adam_state(*this, p);
       s.step(s.step() + 1);
       const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
       const double bc1 = 1 - std::pow(beta1, static_cast<double>(s.step())), bc2 = 1 - std::pow(beta2, static_cast<double>(s.step()));
@@ -90,6 +105,37 @@ at::Tensor FusedAdam::step(LossClosure closure) {
     }
   });
   return loss;
+}
+
+// One at::_fused_adam_ call per (group, step count): the kernel takes the group's hyperparameters as
+// scalars and each parameter's step count as a float tensor on the parameters' device, which it
+// only reads (bias corrections); the counts are kept, as Adam keeps them, in AdamParamState.
+void FusedAdam::step_with_aten_kernel() {
+  for (auto& group : param_groups()) {
+    const auto& o = static_cast<const torch::optim::AdamOptions&>(group.options());
+    std::map<int64_t, std::vector<torch::optim::AdamParamState*>> by_step;
+    std::map<int64_t, std::vector<at::Tensor>> params_by_step;
+    for (at::Tensor& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      auto& s = adam_state(*this, p);
+      s.step(s.step() + 1);
+      by_step[s.step()].push_back(&s);
+      params_by_step[s.step()].push_back(p);
+    }
+    for (auto& [step, states] : by_step) {
+      const std::vector<at::Tensor>& params = params_by_step[step];
+      std::vector<at::Tensor> grads, exp_avgs, exp_avg_sqs;
+      for (size_t i = 0; i < params.size(); ++i) {
+        grads.push_back(params[i].grad());
+        exp_avgs.push_back(states[i]->exp_avg());
+        exp_avg_sqs.push_back(states[i]->exp_avg_sq());
+      }
+      const at::Tensor count = at::full({}, static_cast<double>(step), params[0].options().requires_grad(false));
+      const std::vector<at::Tensor> steps(params.size(), count);
+      at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, o.lr(), std::get<0>(o.betas()),
+                       std::get<1>(o.betas()), o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false);
+    }
+  }
 }
 
 }  // namespace wavetrain

@@ -62,6 +62,10 @@ constexpr bool cuda_built() {
 
 constexpr bool mps_built() { return WAVETRAIN_MPS_BUILT != 0; }
 
+// at::_fused_adam_ (trainer/fused_adam.cpp's CUDA update) has a CPU kernel from LibTorch 2.4; 1.13
+// has only the CUDA one.
+constexpr bool fused_adam_kernel_on_cpu() { return WAVETRAIN_TORCH_AT_LEAST(2, 4); }
+
 // True when this LibTorch can autocast on `type` at all (hardware presence is not checked).
 constexpr bool autocast_supported(c10::DeviceType type) {
   switch (type) {
