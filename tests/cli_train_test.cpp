@@ -402,6 +402,23 @@ TEST(CliDistributed, TwoRanksWithBatchBMatchOneRankWithBatch2B) {
   EXPECT_EQ(event_files, 1);
 }
 
+// trainer.ddp_overlap (on by default: buckets averaged from the backward's hooks) and the average
+// after the backward give the same weights, bit for bit, also with accumulation windows.
+TEST(CliDistributed, OverlappedAndAfterwardAveragingGiveTheSameWeights) {
+  const fs::path dir = fresh_cli("ddp_overlap");
+  const std::string common = "train task=toy_regression trainer.max_epochs=1 trainer.devices=2 trainer.batch_size=8 "
+                             "trainer.accumulate_grad_batches=2 optimizer.name=adam optimizer.lr=0.01 ";
+  const Result overlapped = wavetrain_in(dir, common + "run.dir=overlap");
+  ASSERT_EQ(overlapped.exit_code, 0) << overlapped.err;
+  const Result after = wavetrain_in(dir, common + "trainer.ddp_overlap=false run.dir=after");
+  ASSERT_EQ(after.exit_code, 0) << after.err;
+  const wavetrain::TrainingState a = wavetrain::Checkpoint::load((dir / "overlap/checkpoints/last.ckpt").string());
+  const wavetrain::TrainingState b = wavetrain::Checkpoint::load((dir / "after/checkpoints/last.ckpt").string());
+  EXPECT_EQ(a.global_step, 32);  // 64 global batches of 2 x 8, two to a step
+  ASSERT_EQ(a.model.size(), b.model.size());
+  for (size_t i = 0; i < a.model.size(); ++i) EXPECT_TRUE(at::equal(a.model[i].second, b.model[i].second)) << a.model[i].first;
+}
+
 // A resume that fails with trainer.devices=2 says why once: from the launcher before any rank
 // starts (no run directory there), or from rank 0 (a checkpoint that does not fit the model) with
 // rank 1 quiet, not a second error or rank 1's lost connection to rank 0.

@@ -124,6 +124,30 @@ void ProcessGroup::average(const std::vector<at::Tensor>& tensors, size_t bucket
   }
 }
 
+std::function<void()> ProcessGroup::start_sum(const at::Tensor& flat) {
+  try {
+    auto tensors = std::make_shared<std::vector<at::Tensor>>(std::vector<at::Tensor>{flat});
+    std::function<void()> wait;
+    impl_->each([&](auto& g) {
+      auto work = g.allreduce(*tensors);  // c10d's Work type differs between LibTorch versions
+      wait = [work, tensors] {
+        try {
+          work->wait();
+        } catch (const std::exception& e) {
+          collective_failed("gradient all-reduce", e);
+        }
+      };
+    });
+    return wait;
+  } catch (const PeerLostError&) {
+    throw;
+  } catch (const std::exception& e) {
+    collective_failed("gradient all-reduce", e);
+  }
+}
+
+const at::Device& ProcessGroup::device() const { return impl_->device; }
+
 void ProcessGroup::set(const std::string& key, const std::string& value) {
   try {
     impl_->store->set(key, std::vector<uint8_t>(value.begin(), value.end()));

@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -49,6 +50,11 @@ class ProcessGroup {
   void broadcast_from_rank0(const std::vector<at::Tensor>& tensors);
   // Replaces every tensor with its mean over the ranks, in buckets of at most `bucket_bytes`.
   void average(const std::vector<at::Tensor>& tensors, size_t bucket_bytes = 25u << 20);
+  // Starts a sum of `flat` (contiguous, on the group's device) over the ranks in place; the returned
+  // function waits for it (and throws PeerLostError if it failed). Collectives pair up across ranks
+  // in the order they are started.
+  std::function<void()> start_sum(const at::Tensor& flat);
+  const at::Device& device() const;
   void barrier();
   // Shares a value through the rendezvous store (rank 0 publishes the run directory, say).
   void set(const std::string& key, const std::string& value);

@@ -42,6 +42,7 @@ struct FitOptions {
   std::string on_nonfinite = "stop";
   bool fast_dev_run = false;
   bool deterministic = false;
+  bool ddp_overlap = true;  // trainer.ddp_overlap: gradient all-reduce overlapped with the backward
   BatchLimit limit_train, limit_val;
   // trainer.val_check_interval: an int is a number of global steps, a float a fraction of an
   // epoch's steps (worked out once the epoch's length is known); 0 / 1.0: at the epoch's end only.

@@ -19,6 +19,7 @@
 #include "trainer/config/yaml_io.h"
 #include "trainer/grad_scaler.h"
 #include "trainer/lr_scheduler.h"
+#include "trainer/gradient_overlap.h"
 #include "trainer/parallel_parts.h"
 #include "trainer/progress.h"
 #include "trainer/serialization/atomic_file.h"
@@ -173,6 +174,7 @@ class FitLoop {
         ahead = std::async(std::launch::async, [this, b] { return make_parts(b + 1); });
       }
       Metrics logged;
+      if (overlap_ && b + 1 == window_start + window) overlap_->arm();  // the window's last backward
       loss = forward_backward(parts, window, logged);
       if (!std::isfinite(loss) && !scaler_.enabled()) {
         const std::string where = "non-finite loss " + config::format_float(loss) + " at step " + std::to_string(ctx_.step) +
@@ -238,7 +240,12 @@ class FitLoop {
   // False when the window is skipped for a non-finite loss on any rank (with a scaler, its step()
   // skips non-finite gradients by itself).
   bool optimizer_step(bool window_bad) {
-    if (group_) {
+    if (overlap_) {
+      // The buckets' collectives first (most started during the backward), then the agreement: the
+      // same order on every rank, also on one that skipped its backward.
+      overlap_->finish();
+      window_bad = any_rank(window_bad);
+    } else if (group_) {
       window_bad = any_rank(window_bad);  // a rank that skips makes every rank skip
       std::vector<at::Tensor> grads;
       for (const at::Tensor& p : model_.parameters())
@@ -371,6 +378,9 @@ class FitLoop {
       ctx_.log("training each batch as " + std::to_string(parts_) + " parts at once, one per thread (trainer.cpu_batch_parts)");
     for (const at::Tensor& p : model_.parameters())
       if (p.requires_grad()) trainable_.push_back(p);
+    // Gradient averaging overlapped with the backward (gradient_overlap.h); batch parts train through
+    // their own gradients, so with parts the average runs after the backward.
+    if (group_ && o_.ddp_overlap && parts_ == 1) overlap_ = std::make_unique<OverlappedGradientAverage>(*group_, trainable_);
   }
 
   // Every rank starts from rank 0's weights.
@@ -422,6 +432,7 @@ class FitLoop {
   FitContext ctx_;
   std::string recorded_config_;
   std::vector<at::Tensor> trainable_;  // for the batch parts' own gradients
+  std::unique_ptr<OverlappedGradientAverage> overlap_;  // with several ranks and trainer.ddp_overlap
   std::vector<int64_t> order_;         // the epoch's item order
   int64_t n_train_ = 0, val_batches_ = 0, parts_ = 1;
   int64_t val_every_ = 0;

@@ -1,0 +1,139 @@
+// OverlappedGradientAverage (trainer/gradient_overlap.h) with two Gloo ranks on 127.0.0.1, one per
+// thread: after an accumulation window the gradients are the mean of the ranks' own window sums,
+// buckets were launched from the backward's hooks, an unused parameter stays without a gradient, and
+// a rank that skips its backward still pairs its collectives with the other's.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <torch/nn/modules/linear.h>
+
+#include <chrono>
+#include <thread>
+#include <unistd.h>
+
+#include "trainer/distributed.h"
+#include "trainer/gradient_overlap.h"
+
+namespace {
+
+using wavetrain::DistributedEnv;
+using wavetrain::OverlappedGradientAverage;
+using wavetrain::ProcessGroup;
+
+// A three-layer model with a fourth layer that the forward never uses. The same weights on every
+// rank (the trainer broadcasts them; here the seed does).
+struct Model {
+  torch::nn::Linear a{nullptr}, b{nullptr}, c{nullptr}, unused{nullptr};
+  Model() {
+    at::manual_seed(1);
+    a = torch::nn::Linear(5, 16);
+    b = torch::nn::Linear(16, 8);
+    c = torch::nn::Linear(8, 1);
+    unused = torch::nn::Linear(3, 3);
+  }
+  std::vector<at::Tensor> parameters() const {
+    std::vector<at::Tensor> all;
+    for (const auto* m : {&a, &b, &c, &unused})
+      for (const at::Tensor& p : (*m)->parameters()) all.push_back(p);
+    return all;
+  }
+  at::Tensor loss(const at::Tensor& x) { return c(at::tanh(b(at::tanh(a(x))))).pow(2).mean(); }
+};
+
+at::Tensor batch(int rank, int micro) {
+  at::manual_seed(10 + 7 * rank + micro);
+  return at::randn({6, 5});
+}
+
+struct RankResult {
+  std::vector<at::Tensor> local;     // the window's own gradient sums, without any averaging
+  std::vector<at::Tensor> averaged;  // through OverlappedGradientAverage
+  int64_t buckets = 0, launched_during_backward = 0;
+  std::string error;
+};
+
+// What a rank works on, made on the main thread: the threads share ATen's global generator.
+struct RankInputs {
+  Model reference, model;
+  at::Tensor batches[2];
+  explicit RankInputs(int rank) : batches{batch(rank, 0), batch(rank, 1)} {}
+};
+
+// One rank: two micro-batches, the first not armed (accumulation only), the second armed; with
+// `skip_last` the second backward is skipped (as for a non-finite loss).
+void run_rank(int rank, int port, bool skip_last, RankInputs& in, RankResult& out) {
+  try {
+    for (int micro = 0; micro < 2; ++micro)
+      if (!(skip_last && micro == 1)) in.reference.loss(in.batches[micro]).backward();
+    for (const at::Tensor& p : in.reference.parameters()) out.local.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
+
+    DistributedEnv env;
+    env.rank = rank;
+    env.world_size = 2;
+    env.master_port = port;
+    ProcessGroup group(env, std::chrono::seconds(30), at::Device(at::kCPU));
+    Model& m = in.model;
+    OverlappedGradientAverage overlap(group, m.parameters(), /*bucket_bytes=*/256);  // several buckets
+    // Two windows on the same batches: the first orders the buckets by when gradients came (the
+    // unused layer, registered last, was in the first bucket and held all back), the second shows it.
+    for (int window = 0; window < 2; ++window) {
+      for (at::Tensor& p : m.parameters()) p.mutable_grad() = at::Tensor();
+      m.loss(in.batches[0]).backward();
+      overlap.arm();
+      if (!skip_last) m.loss(in.batches[1]).backward();
+      overlap.finish();
+    }
+    for (const at::Tensor& p : m.parameters()) out.averaged.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
+    out.buckets = overlap.buckets();
+    out.launched_during_backward = overlap.launched_during_backward();
+  } catch (const std::exception& e) {
+    out.error = e.what();
+  }
+}
+
+// Both ranks, rank 1 on a thread.
+void run_ranks(int port, bool rank1_skips, RankResult (&r)[2]) {
+  RankInputs in0(0), in1(1);
+  std::thread one([&] { run_rank(1, port, rank1_skips, in1, r[1]); });
+  run_rank(0, port, false, in0, r[0]);
+  one.join();
+}
+
+void expect_means(const RankResult (&r)[2]) {
+  ASSERT_EQ(r[0].error, "");
+  ASSERT_EQ(r[1].error, "");
+  ASSERT_EQ(r[0].averaged.size(), r[0].local.size());
+  for (size_t i = 0; i < r[0].local.size(); ++i) {
+    if (!r[0].local[i].defined()) {  // the unused layer
+      EXPECT_FALSE(r[0].averaged[i].defined()) << "parameter " << i;
+      EXPECT_FALSE(r[1].averaged[i].defined()) << "parameter " << i;
+      continue;
+    }
+    const at::Tensor mean = (r[0].local[i] + r[1].local[i]) / 2;
+    for (int rank = 0; rank < 2; ++rank)
+      EXPECT_TRUE(at::allclose(r[rank].averaged[i], mean, 1e-6, 1e-7))
+          << "rank " << rank << ", parameter " << i << ": " << (r[rank].averaged[i] - mean).abs().max().item<double>();
+    EXPECT_TRUE(at::equal(r[0].averaged[i], r[1].averaged[i])) << "parameter " << i;
+  }
+}
+
+int free_port() { return 31000 + static_cast<int>(::getpid() % 2000); }
+
+TEST(GradientOverlap, AveragesTheWindowSumsAndLaunchesBucketsDuringTheBackward) {
+  RankResult r[2];
+  run_ranks(free_port(), false, r);
+  expect_means(r);
+  EXPECT_GE(r[0].buckets, 4);
+  // The last layers' buckets were complete, and launched, before the first layer's gradients existed.
+  EXPECT_GE(r[0].launched_during_backward, 2);
+  EXPECT_GE(r[1].launched_during_backward, 2);
+}
+
+TEST(GradientOverlap, ARankThatSkipsItsBackwardStillPairsItsCollectives) {
+  RankResult r[2];
+  run_ranks(free_port() + 1, true, r);
+  expect_means(r);
+  EXPECT_EQ(r[1].launched_during_backward, 0);
+}
+
+}  // namespace
