@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <torch/autograd.h>
 #include <torch/nn/modules/linear.h>
 
 #include <chrono>
@@ -20,10 +21,23 @@ using wavetrain::DistributedEnv;
 using wavetrain::OverlappedGradientAverage;
 using wavetrain::ProcessGroup;
 
+// Multiplies by a weight whose gradient it leaves undefined (as a hand-written autograd function
+// may): the hook of `w` then sees an undefined gradient.
+struct ScaleWithoutWeightGradient : public torch::autograd::Function<ScaleWithoutWeightGradient> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w) {
+    ctx->saved_data["w"] = w.item<double>();
+    return x * w.item<double>();
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list g) {
+    return {g[0] * ctx->saved_data["w"].toDouble(), at::Tensor()};
+  }
+};
+
 // A three-layer model with a fourth layer that the forward never uses. The same weights on every
 // rank (the trainer broadcasts them; here the seed does).
 struct Model {
   torch::nn::Linear a{nullptr}, b{nullptr}, c{nullptr}, unused{nullptr};
+  at::Tensor scale = at::full({1}, 1.5).requires_grad_();  // used, but its gradient stays undefined
   Model() {
     at::manual_seed(1);
     a = torch::nn::Linear(5, 16);
@@ -35,9 +49,12 @@ struct Model {
     std::vector<at::Tensor> all;
     for (const auto* m : {&a, &b, &c, &unused})
       for (const at::Tensor& p : (*m)->parameters()) all.push_back(p);
+    all.push_back(scale);
     return all;
   }
-  at::Tensor loss(const at::Tensor& x) { return c(at::tanh(b(at::tanh(a(x))))).pow(2).mean(); }
+  at::Tensor loss(const at::Tensor& x) {
+    return c(ScaleWithoutWeightGradient::apply(at::tanh(b(at::tanh(a(x)))), scale)).pow(2).mean();
+  }
 };
 
 at::Tensor batch(int rank, int micro) {
@@ -104,7 +121,7 @@ void expect_means(const RankResult (&r)[2]) {
   ASSERT_EQ(r[1].error, "");
   ASSERT_EQ(r[0].averaged.size(), r[0].local.size());
   for (size_t i = 0; i < r[0].local.size(); ++i) {
-    if (!r[0].local[i].defined()) {  // the unused layer
+    if (!r[0].local[i].defined()) {  // the unused layer, and the scale whose gradient is undefined
       EXPECT_FALSE(r[0].averaged[i].defined()) << "parameter " << i;
       EXPECT_FALSE(r[1].averaged[i].defined()) << "parameter " << i;
       continue;

@@ -4,6 +4,13 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <map>
 #include <stdexcept>
 
@@ -43,6 +50,43 @@ namespace {
   throw PeerLostError(std::string("distributed ") + what + " failed (another rank stopped or is unreachable): " + msg);
 }
 
+// The address this host reaches `host` from: the source address the kernel would give a datagram
+// to it (connect() on a UDP socket sends nothing). Empty if `host` does not resolve or has no route.
+std::string local_address_towards(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || found == nullptr) return "";
+  std::string address;
+  const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+    sockaddr_in local{};
+    socklen_t length = sizeof(local);
+    char text[INET_ADDRSTRLEN] = {};
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0 &&
+        ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text)) != nullptr)
+      address = text;
+  }
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(found);
+  return address;
+}
+
+// Where Gloo listens and connects from: the interface GLOO_SOCKET_IFNAME names (PyTorch's variable;
+// the first of a comma-separated list), else loopback for a single machine, else the address that
+// routes to the master. Gloo's own default resolves this machine's hostname, which on a cluster node
+// with several interfaces, or in a network namespace, can be an address the peers cannot reach.
+std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master_addr) {
+  if (const char* names = std::getenv("GLOO_SOCKET_IFNAME"); names != nullptr && *names != '\0') {
+    const std::string all = names;
+    return c10d::ProcessGroupGloo::createDeviceForInterface(all.substr(0, all.find(',')));
+  }
+  if (master_addr == "127.0.0.1" || master_addr == "localhost") return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  const std::string local = local_address_towards(master_addr);
+  return local.empty() ? c10d::ProcessGroupGloo::createDefaultDevice() : c10d::ProcessGroupGloo::createDeviceForHostname(local);
+}
+
 }  // namespace
 
 ProcessGroup::ProcessGroup(const DistributedEnv& env, std::chrono::milliseconds timeout, const at::Device& device)
@@ -67,10 +111,7 @@ ProcessGroup::ProcessGroup(const DistributedEnv& env, std::chrono::milliseconds 
     if (device.is_cuda()) throw std::runtime_error("a CUDA device without CUDA in this LibTorch");
 #endif
     auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
-    // Bind to the address the peers can reach: loopback for a single machine, else this host's.
-    gloo->devices.push_back(env.master_addr == "127.0.0.1" || env.master_addr == "localhost"
-                                ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                                : c10d::ProcessGroupGloo::createDefaultDevice());
+    gloo->devices.push_back(gloo_device(env.master_addr));
     impl_->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, env.rank, env.world_size, gloo);
   } catch (const std::exception& e) {
     collective_failed("rendezvous", e);

@@ -1,8 +1,9 @@
 // Data-parallel training on PyTorch's c10d: Gloo on CPU, NCCL on CUDA (when this LibTorch has CUDA;
-// the NCCL path is compiled only then and was not run where this was written). DDP's Reducer is not usable from C++
-// here (its headers are not shipped), so wavetrain does what it does itself: parameters and
-// buffers are broadcast from rank 0 once, and after each backward the gradients are averaged with
-// an all-reduce over flat buckets (one collective per ~25 MiB instead of one per tensor).
+// one NCCL rank has run on an H200, docs/gpu.md). DDP's Reducer is not usable from C++ with Debian's
+// LibTorch 1.13 (its headers are not shipped), so wavetrain does what it does itself: parameters
+// and buffers are broadcast from rank 0 once, and gradients are averaged with an all-reduce over
+// flat buckets (one collective per ~25 MiB instead of one per tensor), either after the backward
+// (average) or from the backward's hooks as buckets fill (gradient_overlap.h, start_sum).
 //
 // Every collective has a timeout, and Gloo fails at once when a peer's socket closes: a rank that
 // dies makes the others throw instead of hanging.

@@ -157,6 +157,10 @@ FitOptions FitOptions::from(const config::Config& cfg) {
   o.save_top_k = cfg.get_int("trainer.checkpoint.save_top_k", 1);
   o.deterministic = cfg.get_bool("trainer.deterministic", false);
   o.ddp_overlap = cfg.get_bool("trainer.ddp_overlap", true);
+  o.ddp_bucket_mb = cfg.get_float("trainer.ddp_bucket_mb", 25);
+  if (!(o.ddp_bucket_mb > 0 && o.ddp_bucket_mb <= 4096))
+    throw config::ConfigError("trainer.ddp_bucket_mb=" + config::format_float(o.ddp_bucket_mb) + " (" +
+                              cfg.value("trainer.ddp_bucket_mb").origin().str() + "): expected MiB in (0, 4096]");
   o.monitor = cfg.get_string("trainer.monitor", "");
   o.mode = cfg.get_string("trainer.mode", "min");
   o.accumulate = cfg.get_int("trainer.accumulate_grad_batches", 1);
@@ -239,7 +243,7 @@ std::vector<config::KeySpec> trainer_config_keys() {
           {"trainer.early_stopping.mode", Str}, {"trainer.log_every_n_steps", Int}, {"trainer.val_check_interval", Num},
           {"trainer.deterministic", Bool}, {"trainer.checkpoint.every_n_steps", Int},
           {"trainer.checkpoint.every_n_epochs", Int}, {"trainer.checkpoint.save_top_k", Int}, {"trainer.resume", Str},
-          {"trainer.monitor", Str}, {"trainer.mode", Str}, {"trainer.devices", Int}, {"trainer.dist_timeout", Int}, {"trainer.ddp_overlap", Bool},
+          {"trainer.monitor", Str}, {"trainer.mode", Str}, {"trainer.devices", Int}, {"trainer.dist_timeout", Int}, {"trainer.ddp_overlap", Bool}, {"trainer.ddp_bucket_mb", Num},
           {"trainer.device", Str}, {"trainer.cuda_memory_fraction", Num}, {"trainer.precision", Str},
           {"trainer.amp_on_mps", Bool}, {"trainer.threads", Int}, {"trainer.seed", Int},
           {"optimizer.name", Str}, {"optimizer.lr", Num}, {"optimizer.weight_decay", Num}, {"optimizer.momentum", Num},

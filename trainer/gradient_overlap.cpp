@@ -34,7 +34,8 @@ struct OverlappedGradientAverage::State {
   std::mutex mutex;  // hooks run on autograd's threads (one per device)
 
   // Packs the slots, taken in `order`, into buckets: one dtype per bucket, at most bucket_bytes
-  // each (a larger tensor gets a bucket of its own).
+  // each (a larger tensor gets a bucket of its own), the first at most 1 MiB, as DDP's first bucket
+  // is, so that the first collective starts early in the backward.
   void assign(const std::vector<int64_t>& order) {
     buckets.clear();
     std::vector<at::ScalarType> dtypes;
@@ -51,7 +52,8 @@ struct OverlappedGradientAverage::State {
         Slot& s = slots[i];
         if (s.param.scalar_type() != dtype) continue;
         const size_t size = static_cast<size_t>(s.param.numel() * s.param.element_size());
-        if (!open || bytes + size > bucket_bytes) {
+        const size_t cap = buckets.size() == 1 ? std::min<size_t>(bucket_bytes, 1u << 20) : bucket_bytes;  // 1: the first is open
+        if (!open || bytes + size > cap) {
           close();
           buckets.emplace_back();
           open = true;
@@ -113,7 +115,9 @@ OverlappedGradientAverage::OverlappedGradientAverage(ProcessGroup& group, std::v
       const std::shared_ptr<State> state = weak.lock();
       if (!state) return;
       std::lock_guard<std::mutex> lock(state->mutex);
-      if (!state->armed) return;
+      // An undefined gradient (a custom autograd function that gives none, as the amp WaveNet's CPU
+      // kernels do for a weight without one) adds nothing: finish() takes .grad as it stands.
+      if (!state->armed || !grad.defined()) return;
       State::Slot& s = state->slots[i];
       // Autograd sums a leaf's incoming gradients before its hook, so a hook fires once a backward.
       if (s.filled) return;

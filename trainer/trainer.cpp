@@ -250,7 +250,7 @@ class FitLoop {
       std::vector<at::Tensor> grads;
       for (const at::Tensor& p : model_.parameters())
         if (p.grad().defined()) grads.push_back(p.grad());
-      group_->average(grads);
+      group_->average(grads, bucket_bytes());
     }
     if (window_bad) {
       ++skipped_steps_;
@@ -380,8 +380,11 @@ class FitLoop {
       if (p.requires_grad()) trainable_.push_back(p);
     // Gradient averaging overlapped with the backward (gradient_overlap.h); batch parts train through
     // their own gradients, so with parts the average runs after the backward.
-    if (group_ && o_.ddp_overlap && parts_ == 1) overlap_ = std::make_unique<OverlappedGradientAverage>(*group_, trainable_);
+    if (group_ && o_.ddp_overlap && parts_ == 1)
+      overlap_ = std::make_unique<OverlappedGradientAverage>(*group_, trainable_, bucket_bytes());
   }
+
+  size_t bucket_bytes() const { return static_cast<size_t>(o_.ddp_bucket_mb * (1 << 20)); }
 
   // Every rank starts from rank 0's weights.
   static void broadcast_weights(ProcessGroup* group, torch::nn::Module& model) {

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Simulated hosts for the multi-node tests: N network namespaces, each a "host" with one interface
+# (eth0, 10.231.0.<i+1>/24) on a bridge that lives in a namespace of its own (the "switch"), so the
+# hosts reach each other only over their links, as machines on one LAN do. A link can be shaped
+# (tc's token bucket: a rate) or cut (ip link set down). Needs root (CAP_NET_ADMIN), iproute2 and
+# the kernel's bridge and veth drivers; nothing is installed.
+#
+# usage: hosts.sh up NAME N [RATE]   make hosts NAME-h0 .. NAME-h<N-1> and the switch NAME-sw;
+#                                    RATE (tc units: 10gbit, 100mbit) shapes each host's egress
+#        hosts.sh exec NAME I CMD... run CMD on host I (its address: 10.231.0.<I+1>)
+#        hosts.sh cut NAME I         take host I's link down (its packets go nowhere)
+#        hosts.sh down NAME          remove the hosts, the switch and their links (idempotent)
+#        hosts.sh left NAME          print what of NAME still exists (namespaces, links); empty if none
+# NAME: at most 8 letters and digits (it prefixes the switch's interface names, 15 characters at
+# most). tc's netem (delay, loss) is not used: this kernel has no sch_netem (docs/distributed.md).
+set -euo pipefail
+
+die() { echo "hosts.sh: $*" >&2; exit 2; }
+[ $# -ge 2 ] || die "usage: hosts.sh up|exec|cut|down|left NAME ..."
+verb=$1 name=$2
+shift 2
+[[ "$name" =~ ^[A-Za-z0-9]{1,8}$ ]] || die "NAME must be 1-8 letters or digits, got '$name'"
+sw="$name-sw"
+
+hosts_of() { ip netns list | awk '{print $1}' | grep -E "^$name-h[0-9]+$" || true; }
+
+case "$verb" in
+  up)
+    [ $# -ge 1 ] || die "up NAME N [RATE]"
+    n=$1 rate=${2:-}
+    [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 16 ] || die "N must be 1-16, got '$n'"
+    trap '"$0" down "$name" >/dev/null 2>&1 || true' ERR  # a half-made set is removed
+    ip netns add "$sw"
+    ip -n "$sw" link add br0 type bridge
+    ip -n "$sw" link set br0 up
+    for ((i = 0; i < n; i++)); do
+      h="$name-h$i"
+      ip netns add "$h"
+      ip -n "$h" link set lo up
+      # The pair is made in the switch and one end moved into the host, named eth0 there.
+      ip -n "$sw" link add "${name}p$i" type veth peer name "${name}q$i"
+      ip -n "$sw" link set "${name}q$i" netns "$h"
+      ip -n "$h" link set "${name}q$i" name eth0
+      ip -n "$sw" link set "${name}p$i" master br0
+      ip -n "$sw" link set "${name}p$i" up
+      ip -n "$h" addr add "10.231.0.$((i + 1))/24" dev eth0
+      ip -n "$h" link set eth0 up
+      if [ -n "$rate" ]; then
+        # A token bucket at RATE on what the host sends: the link's bandwidth. The burst is a
+        # millisecond's worth (at least 64 KiB), the queue 50 ms.
+        ip netns exec "$h" tc qdisc add dev eth0 root tbf rate "$rate" burst 1mbit latency 50ms
+      fi
+    done
+    trap - ERR
+    ;;
+  exec)
+    [ $# -ge 2 ] || die "exec NAME I CMD..."
+    i=$1
+    shift
+    exec ip netns exec "$name-h$i" "$@"
+    ;;
+  cut)
+    [ $# -ge 1 ] || die "cut NAME I"
+    ip -n "$sw" link set "${name}p$1" down
+    ip -n "$name-h$1" link set eth0 down
+    ;;
+  down)
+    for h in $(hosts_of); do
+      ip netns pids "$h" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+      ip netns del "$h" 2>/dev/null || true
+    done
+    if ip netns list | awk '{print $1}' | grep -qx "$sw"; then
+      ip netns pids "$sw" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+      ip netns del "$sw"
+    fi
+    ;;
+  left)
+    hosts_of
+    ip netns list | awk '{print $1}' | grep -x "$sw" || true
+    ip -o link show | awk -F': ' '{print $2}' | grep -E "^${name}[pq][0-9]+" || true
+    ;;
+  *) die "unknown verb '$verb' (up, exec, cut, down, left)" ;;
+esac
