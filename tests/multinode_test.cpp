@@ -28,7 +28,10 @@ const std::string kHosts = std::string(WAVETRAIN_TEST_DATA) + "/../multinode/hos
 class MultiNode : public ::testing::Test {
  protected:
   void SetUp() override {
-    name_ = "wt" + std::to_string(::getpid() % 1000000);
+    // Hosts left by a test program that was killed (its TearDown never ran): wt<pid> whose pid is gone.
+    wavetrain::testing::run_shell("for sw in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^wt[0-9]+-sw$'); do "
+                                  "n=${sw%-sw}; kill -0 ${n#wt} 2>/dev/null || '" + kHosts + "' down $n; done");
+    name_ = "wt" + std::to_string(::getpid());
     dir_ = fs::temp_directory_path() / ("wavetrain_multinode_" + name_);
     fs::remove_all(dir_);
     fs::create_directories(dir_);

@@ -11,7 +11,7 @@
 #        hosts.sh cut NAME I         take host I's link down (its packets go nowhere)
 #        hosts.sh down NAME          remove the hosts, the switch and their links (idempotent)
 #        hosts.sh left NAME          print what of NAME still exists (namespaces, links); empty if none
-# NAME: at most 8 letters and digits (it prefixes the switch's interface names, 15 characters at
+# NAME: at most 10 letters and digits (it prefixes the switch's interface names, 15 characters at
 # most). tc's netem (delay, loss) is not used: this kernel has no sch_netem (docs/distributed.md).
 set -euo pipefail
 
@@ -19,7 +19,7 @@ die() { echo "hosts.sh: $*" >&2; exit 2; }
 [ $# -ge 2 ] || die "usage: hosts.sh up|exec|cut|down|left NAME ..."
 verb=$1 name=$2
 shift 2
-[[ "$name" =~ ^[A-Za-z0-9]{1,8}$ ]] || die "NAME must be 1-8 letters or digits, got '$name'"
+[[ "$name" =~ ^[A-Za-z0-9]{1,10}$ ]] || die "NAME must be 1-10 letters or digits, got '$name'"
 sw="$name-sw"
 
 hosts_of() { ip netns list | awk '{print $1}' | grep -E "^$name-h[0-9]+$" || true; }
