@@ -228,15 +228,21 @@ TEST(Cuda, NcclProcessGroupWithOneRank) {
   EXPECT_TRUE(at::allclose(b.cpu(), b0.cpu()));
 }
 
+// The tiny transducer cut down for a quick test: `vocab` tokens, `layers` Conformer blocks, weights
+// from `seed`.
+experiments::asr::Transducer small_transducer(int64_t vocab, int64_t layers, uint64_t seed) {
+  experiments::asr::TransducerConfig c = experiments::asr::transducer_preset("tiny");
+  c.vocab_size = vocab;
+  c.encoder.num_layers = layers;
+  at::manual_seed(seed);
+  return experiments::asr::Transducer(c);
+}
+
 // ASR decoding on the GPU (the modules' path of decode.cpp) finds what the CPU's plain loops find.
 TEST(Cuda, AsrDecodingEqualsTheCpu) {
   REQUIRE_GPU();
   namespace asr = experiments::asr;
-  asr::TransducerConfig c = asr::transducer_preset("tiny");
-  c.vocab_size = 12;
-  c.encoder.num_layers = 1;
-  at::manual_seed(7);
-  asr::Transducer m(c);
+  asr::Transducer m = small_transducer(12, 1, 7);
   {
     at::NoGradGuard no_grad;
     m->joiner->named_parameters()["output.weight"].mul_(20);
@@ -258,11 +264,8 @@ TEST(Cuda, AsrDecodingEqualsTheCpu) {
 TEST(Cuda, AsrTrainingStepEqualsTheCpu) {
   REQUIRE_GPU();
   namespace asr = experiments::asr;
-  asr::TransducerConfig c = asr::transducer_preset("tiny");
-  c.vocab_size = 20;
-  c.encoder.num_layers = 2;
-  at::manual_seed(11);
-  asr::Transducer m(c);
+  asr::Transducer m = small_transducer(20, 2, 11);
+  const asr::TransducerConfig& c = m->config();
   m->eval();  // no dropout: the same function on both devices
   const at::Tensor features = at::randn({3, 160, c.encoder.feature_dim});
   const at::Tensor lengths = at::tensor({160, 131, 97}, at::kLong);
