@@ -1,14 +1,16 @@
 // One data-parallel training step, for bench/ddp_scaling.sh: forward, backward, the gradient average
-// over the ranks (after the backward, or overlapped with it: trainer/gradient_overlap.h), and the
+// over the ranks (after the backward, or overlapped with it: trainer/gradient_sync.h), and the
 // trainer's Adam, on random inputs of a fixed shape, one intra-op thread per rank.
 //
 //   amp:  NAM's standard WaveNet, 8 x 8192 samples, MSE
 //   asr:  the tiny transducer, 8 utterances of ~3 s (300 frames), the pruned RNN-T loss
 //
 // usage: [BUCKET_MB=25] wavetrain_bench_ddp MODEL MODE STEPS
-//   MODE single (no process group), after, overlap; the ranks come from torchrun's variables (RANK,
+//   MODE single (no process group), after, overlap (ENGINE=auto|hooks|reducer, as trainer.ddp_engine);
+//   the ranks come from torchrun's variables (RANK,
 //   WORLD_SIZE, MASTER_ADDR, MASTER_PORT), as bench/ddp_scaling.sh sets them.
-// prints (rank 0): "median_step_ms gradient_bytes buckets buckets_launched_during_backward"
+// prints (rank 0): "median_step_ms gradient_bytes buckets buckets_launched_during_backward" (the last
+// counted by the hooks engine only; -1 for the Reducer, which does not say)
 #include <ATen/ATen.h>
 
 #include <chrono>
@@ -28,10 +30,19 @@
 #include "trainer/distributed_env.h"
 #include "trainer/fused_adam.h"
 #include "trainer/gradient_overlap.h"
+#include "trainer/gradient_sync.h"
 #include "trainer/threads.h"
 
 namespace asr = wavetrain::experiments::asr;
 namespace amp = wavetrain::experiments::amp;
+
+namespace {
+int64_t launched_during_backward(const wavetrain::GradientSync* sync) {
+  if (!sync) return 0;
+  const auto* hooks = dynamic_cast<const wavetrain::OverlappedGradientAverage*>(sync);
+  return hooks ? hooks->launched_during_backward() : -1;
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 4) {
@@ -85,7 +96,7 @@ int main(int argc, char** argv) {
   for (const at::Tensor& p : params) bytes += p.numel() * p.element_size();
 
   std::unique_ptr<wavetrain::ProcessGroup> group;
-  std::unique_ptr<wavetrain::OverlappedGradientAverage> overlap;
+  std::unique_ptr<wavetrain::GradientSync> overlap;
   if (mode != "single") {
     const auto env = wavetrain::distributed_env([](const std::string& k) -> std::optional<std::string> {
       const char* v = std::getenv(k.c_str());
@@ -97,7 +108,13 @@ int main(int argc, char** argv) {
     }
     group = std::make_unique<wavetrain::ProcessGroup>(*env, std::chrono::seconds(60), at::Device(at::kCPU));
     group->broadcast_from_rank0(params);
-    if (mode == "overlap") overlap = std::make_unique<wavetrain::OverlappedGradientAverage>(*group, params, bucket_bytes);
+    if (mode == "overlap") {
+      wavetrain::GradientSyncOptions o;
+      const char* engine = std::getenv("ENGINE");
+      o.engine = engine ? engine : "auto";
+      o.bucket_bytes = bucket_bytes;
+      overlap = wavetrain::make_gradient_sync(*group, params, {}, o);
+    }
   }
   wavetrain::FusedAdam adam(params, torch::optim::AdamOptions(1e-4));
 
@@ -107,7 +124,8 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     adam.zero_grad();
     if (overlap) overlap->arm();
-    loss().backward();
+    if (overlap) overlap->backward(loss());
+    else loss().backward();
     if (overlap) overlap->finish();
     else if (group) {
       std::vector<at::Tensor> grads;
@@ -121,6 +139,6 @@ int main(int argc, char** argv) {
   if (!group || group->rank() == 0)
     std::printf("%.2f %lld %lld %lld\n", wavetrain::bench::median(ms), static_cast<long long>(bytes),
                 static_cast<long long>(overlap ? overlap->buckets() : 0),
-                static_cast<long long>(overlap ? overlap->launched_during_backward() : 0));
+                static_cast<long long>(launched_during_backward(overlap.get())));
   return 0;
 }

@@ -418,7 +418,10 @@ int run_train(const TrainOptions& opt) {
       return kExitOk;
     }
   }
-  if (!dist && devices > 1) return spawn_local_ranks(opt, static_cast<int>(devices), timeout);
+  if (!dist && devices > 1) {
+    FitOptions::from(cfg);  // the trainer's settings checked once here, not once per rank
+    return spawn_local_ranks(opt, static_cast<int>(devices), timeout);
+  }
   {
     const std::vector<std::string> known = task_names();
     if (std::find(known.begin(), known.end(), task) == known.end()) make_task(task, cfg);  // throws, listing them

@@ -12,6 +12,7 @@
 #include "tests/run_process.h"
 #include "trainer/config/yaml_io.h"
 #include "trainer/checkpoint.h"
+#include "trainer/gradient_sync.h"
 #include "trainer/serialization/torch_file.h"
 
 namespace fs = std::filesystem;
@@ -402,21 +403,37 @@ TEST(CliDistributed, TwoRanksWithBatchBMatchOneRankWithBatch2B) {
   EXPECT_EQ(event_files, 1);
 }
 
-// trainer.ddp_overlap (on by default: buckets averaged from the backward's hooks) and the average
-// after the backward give the same weights, bit for bit, also with accumulation windows.
+// The gradient averaging of trainer.ddp_overlap (on by default) by either engine (c10d's Reducer where
+// this build has it, wavetrain's hooks) and the average after the backward give the same weights, bit
+// for bit, also with accumulation windows: with two ranks (a + b) / 2 = a / 2 + b / 2 exactly.
 TEST(CliDistributed, OverlappedAndAfterwardAveragingGiveTheSameWeights) {
   const fs::path dir = fresh_cli("ddp_overlap");
   const std::string common = "train task=toy_regression trainer.max_epochs=1 trainer.devices=2 trainer.batch_size=8 "
                              "trainer.accumulate_grad_batches=2 optimizer.name=adam optimizer.lr=0.01 ";
-  const Result overlapped = wavetrain_in(dir, common + "run.dir=overlap");
-  ASSERT_EQ(overlapped.exit_code, 0) << overlapped.err;
   const Result after = wavetrain_in(dir, common + "trainer.ddp_overlap=false run.dir=after");
   ASSERT_EQ(after.exit_code, 0) << after.err;
-  const wavetrain::TrainingState a = wavetrain::Checkpoint::load((dir / "overlap/checkpoints/last.ckpt").string());
   const wavetrain::TrainingState b = wavetrain::Checkpoint::load((dir / "after/checkpoints/last.ckpt").string());
-  EXPECT_EQ(a.global_step, 32);  // 64 global batches of 2 x 8, two to a step
-  ASSERT_EQ(a.model.size(), b.model.size());
-  for (size_t i = 0; i < a.model.size(); ++i) EXPECT_TRUE(at::equal(a.model[i].second, b.model[i].second)) << a.model[i].first;
+  std::vector<std::string> engines = {"hooks"};
+  if (wavetrain::c10d_reducer_built()) engines.push_back("reducer");
+  for (const std::string& engine : engines) {
+    const Result overlapped = wavetrain_in(dir, common + "trainer.ddp_engine=" + engine + " run.dir=" + engine);
+    ASSERT_EQ(overlapped.exit_code, 0) << overlapped.err;
+    std::ifstream log_file(dir / engine / "wavetrain.log");
+    const std::string log((std::istreambuf_iterator<char>(log_file)), std::istreambuf_iterator<char>());
+    EXPECT_NE(log.find(engine == "reducer" ? "averaged during the backward by c10d's Reducer" : "averaged during the backward by wavetrain's gradient hooks"),
+              std::string::npos) << log;
+    const wavetrain::TrainingState a = wavetrain::Checkpoint::load((dir / engine / "checkpoints/last.ckpt").string());
+    EXPECT_EQ(a.global_step, 32);  // 64 global batches of 2 x 8, two to a step
+    ASSERT_EQ(a.model.size(), b.model.size());
+    for (size_t i = 0; i < a.model.size(); ++i) EXPECT_TRUE(at::equal(a.model[i].second, b.model[i].second)) << engine << ": " << a.model[i].first;
+  }
+  // Asking for the Reducer in a build without it is a config error naming the key.
+  if (!wavetrain::c10d_reducer_built()) {
+    const Result no = wavetrain_in(dir, common + "trainer.ddp_engine=reducer run.dir=no");
+    EXPECT_EQ(no.exit_code, 1);
+    EXPECT_EQ(no.err.rfind("wavetrain: error: trainer.ddp_engine=reducer (the command line): this build's LibTorch", 0), 0u) << no.err;
+    EXPECT_EQ(no.err.find("rank 1"), std::string::npos) << no.err;  // said once, before any rank started
+  }
 }
 
 // A resume that fails with trainer.devices=2 says why once: from the launcher before any rank

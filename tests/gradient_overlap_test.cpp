@@ -1,7 +1,8 @@
-// OverlappedGradientAverage (trainer/gradient_overlap.h) with two Gloo ranks on 127.0.0.1, one per
-// thread: after an accumulation window the gradients are the mean of the ranks' own window sums,
-// buckets were launched from the backward's hooks, an unused parameter stays without a gradient, and
-// a rank that skips its backward still pairs its collectives with the other's.
+// Both engines of gradient_sync.h (wavetrain's hooks, gradient_overlap.h, and c10d's Reducer,
+// ddp_reducer.cpp, where built) with two Gloo ranks on 127.0.0.1, one per thread: after an
+// accumulation window the gradients are the mean of the ranks' own window sums, buckets were launched
+// from the backward's hooks, an unused parameter stays without a gradient, and a rank that skips its
+// backward still pairs its collectives with the other's.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -14,10 +15,13 @@
 
 #include "trainer/distributed.h"
 #include "trainer/gradient_overlap.h"
+#include "trainer/gradient_sync.h"
 
 namespace {
 
 using wavetrain::DistributedEnv;
+using wavetrain::GradientSync;
+using wavetrain::GradientSyncOptions;
 using wavetrain::OverlappedGradientAverage;
 using wavetrain::ProcessGroup;
 
@@ -64,8 +68,9 @@ at::Tensor batch(int rank, int micro) {
 
 struct RankResult {
   std::vector<at::Tensor> local;     // the window's own gradient sums, without any averaging
-  std::vector<at::Tensor> averaged;  // through OverlappedGradientAverage
+  std::vector<at::Tensor> averaged;  // through the engine
   int64_t buckets = 0, launched_during_backward = 0;
+  std::string engine;
   std::string error;
 };
 
@@ -78,7 +83,7 @@ struct RankInputs {
 
 // One rank: two micro-batches, the first not armed (accumulation only), the second armed; with
 // `skip_last` the second backward is skipped (as for a non-finite loss).
-void run_rank(int rank, int port, bool skip_last, RankInputs& in, RankResult& out) {
+void run_rank(int rank, int port, bool skip_last, const GradientSyncOptions& options, RankInputs& in, RankResult& out) {
   try {
     for (int micro = 0; micro < 2; ++micro)
       if (!(skip_last && micro == 1)) in.reference.loss(in.batches[micro]).backward();
@@ -90,30 +95,40 @@ void run_rank(int rank, int port, bool skip_last, RankInputs& in, RankResult& ou
     env.master_port = port;
     ProcessGroup group(env, std::chrono::seconds(30), at::Device(at::kCPU));
     Model& m = in.model;
-    OverlappedGradientAverage overlap(group, m.parameters(), /*bucket_bytes=*/256);  // several buckets
+    const std::unique_ptr<GradientSync> sync = wavetrain::make_gradient_sync(group, m.parameters(), {}, options);
+    out.engine = sync->engine();
     // Two windows on the same batches: the first orders the buckets by when gradients came (the
     // unused layer, registered last, was in the first bucket and held all back), the second shows it.
     for (int window = 0; window < 2; ++window) {
       for (at::Tensor& p : m.parameters()) p.mutable_grad() = at::Tensor();
       m.loss(in.batches[0]).backward();
-      overlap.arm();
-      if (!skip_last) m.loss(in.batches[1]).backward();
-      overlap.finish();
+      sync->arm();
+      if (!skip_last) sync->backward(m.loss(in.batches[1]));
+      sync->finish();
     }
     for (const at::Tensor& p : m.parameters()) out.averaged.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
-    out.buckets = overlap.buckets();
-    out.launched_during_backward = overlap.launched_during_backward();
+    out.buckets = sync->buckets();
+    if (const auto* hooks = dynamic_cast<const OverlappedGradientAverage*>(sync.get()))
+      out.launched_during_backward = hooks->launched_during_backward();
   } catch (const std::exception& e) {
     out.error = e.what();
   }
 }
 
 // Both ranks, rank 1 on a thread.
-void run_ranks(int port, bool rank1_skips, RankResult (&r)[2]) {
+void run_ranks(int port, bool rank1_skips, const GradientSyncOptions& options, RankResult (&r)[2]) {
   RankInputs in0(0), in1(1);
-  std::thread one([&] { run_rank(1, port, rank1_skips, in1, r[1]); });
-  run_rank(0, port, false, in0, r[0]);
+  std::thread one([&] { run_rank(1, port, rank1_skips, options, in1, r[1]); });
+  run_rank(0, port, false, options, in0, r[0]);
   one.join();
+}
+
+GradientSyncOptions engine(const std::string& name, bool find_unused = true) {
+  GradientSyncOptions o;
+  o.engine = name;
+  o.bucket_bytes = 256;  // several buckets
+  o.find_unused_parameters = find_unused;
+  return o;
 }
 
 void expect_means(const RankResult (&r)[2]) {
@@ -127,8 +142,10 @@ void expect_means(const RankResult (&r)[2]) {
       continue;
     }
     const at::Tensor mean = (r[0].local[i] + r[1].local[i]) / 2;
+    // Bit for bit: with two ranks (a + b) / 2, the hooks' sum then division, equals a / 2 + b / 2,
+    // the Reducer's division then sum.
     for (int rank = 0; rank < 2; ++rank)
-      EXPECT_TRUE(at::allclose(r[rank].averaged[i], mean, 1e-6, 1e-7))
+      EXPECT_TRUE(at::equal(r[rank].averaged[i], mean))
           << "rank " << rank << ", parameter " << i << ": " << (r[rank].averaged[i] - mean).abs().max().item<double>();
     EXPECT_TRUE(at::equal(r[0].averaged[i], r[1].averaged[i])) << "parameter " << i;
   }
@@ -138,8 +155,9 @@ int free_port() { return 31000 + static_cast<int>(::getpid() % 2000); }
 
 TEST(GradientOverlap, AveragesTheWindowSumsAndLaunchesBucketsDuringTheBackward) {
   RankResult r[2];
-  run_ranks(free_port(), false, r);
+  run_ranks(free_port(), false, engine("hooks"), r);
   expect_means(r);
+  EXPECT_EQ(r[0].engine, "hooks");
   EXPECT_GE(r[0].buckets, 4);
   // The last layers' buckets were complete, and launched, before the first layer's gradients existed.
   EXPECT_GE(r[0].launched_during_backward, 2);
@@ -148,9 +166,40 @@ TEST(GradientOverlap, AveragesTheWindowSumsAndLaunchesBucketsDuringTheBackward) 
 
 TEST(GradientOverlap, ARankThatSkipsItsBackwardStillPairsItsCollectives) {
   RankResult r[2];
-  run_ranks(free_port() + 1, true, r);
+  run_ranks(free_port() + 1, true, engine("hooks"), r);
   expect_means(r);
   EXPECT_EQ(r[1].launched_during_backward, 0);
+}
+
+// c10d's Reducer (the PyPI 2.11 build; `auto` picks it there and the hooks elsewhere, where asking
+// for it by name is an error that says what to use).
+TEST(GradientOverlap, TheReducerAveragesTheWindowSumsWithUnusedParametersFound) {
+  RankResult r[2];
+  run_ranks(free_port() + 2, false, engine(wavetrain::c10d_reducer_built() ? "auto" : "reducer"), r);
+  if (!wavetrain::c10d_reducer_built()) {
+    EXPECT_NE(r[0].error.find("trainer.ddp_engine=reducer: this build's LibTorch"), std::string::npos) << r[0].error;
+    GTEST_SKIP() << "this LibTorch has no c10d Reducer headers (Debian's 1.13)";
+  }
+  EXPECT_EQ(r[0].engine, "reducer");
+  expect_means(r);
+  EXPECT_GE(r[0].buckets, 3);
+}
+
+TEST(GradientOverlap, TheReducerPairsTheCollectivesOfARankThatSkipsItsBackward) {
+  if (!wavetrain::c10d_reducer_built()) GTEST_SKIP() << "this LibTorch has no c10d Reducer headers";
+  RankResult r[2];
+  run_ranks(free_port() + 3, true, engine("reducer"), r);
+  expect_means(r);
+}
+
+// Without find_unused_parameters the Reducer waits for every parameter's gradient; one the loss does
+// not use is a clear error at the end of the step on both ranks, not a hang or a silent local step.
+TEST(GradientOverlap, TheReducerWithoutUnusedParameterSearchNamesTheSetting) {
+  if (!wavetrain::c10d_reducer_built()) GTEST_SKIP() << "this LibTorch has no c10d Reducer headers";
+  RankResult r[2];
+  run_ranks(free_port() + 4, false, engine("reducer", /*find_unused=*/false), r);
+  for (int rank = 0; rank < 2; ++rank)
+    EXPECT_NE(r[rank].error.find("set trainer.ddp_find_unused_parameters=true"), std::string::npos) << r[rank].error;
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "trainer/torch_compat.h"
 #include "wavetrain_build_config.h"
 
 #if defined(WAVETRAIN_WITH_CUDA)
@@ -31,6 +32,8 @@ struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
 #endif
   at::Device device{at::kCPU};  // where collective buffers must live (CUDA for NCCL)
+  int rank = 0, size = 1;
+  c10::intrusive_ptr<c10d::ProcessGroup> wrapper;  // c10d_group(), made on first use
 
   template <class F>
   void each(F&& f) {
@@ -41,14 +44,14 @@ struct ProcessGroup::Impl {
   }
 };
 
-namespace {
-
 // c10d reports failures as c10::Error with long internal traces; keep the first line.
-[[noreturn]] void collective_failed(const char* what, const std::exception& e) {
+void collective_failed(const char* what, const std::exception& e) {
   std::string msg = e.what();
   msg = msg.substr(0, msg.find('\n'));
   throw PeerLostError(std::string("distributed ") + what + " failed (another rank stopped or is unreachable): " + msg);
 }
+
+namespace {
 
 // The address this host reaches `host` from: the source address the kernel would give a datagram
 // to it (connect() on a UDP socket sends nothing). Empty if `host` does not resolve or has no route.
@@ -91,6 +94,8 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master
 
 ProcessGroup::ProcessGroup(const DistributedEnv& env, std::chrono::milliseconds timeout, const at::Device& device)
     : impl_(std::make_unique<Impl>()), rank_(env.rank), size_(env.world_size) {
+  impl_->rank = env.rank;
+  impl_->size = env.world_size;
   try {
     c10d::TCPStoreOptions options;
     options.port = static_cast<std::uint16_t>(env.master_port);
@@ -188,6 +193,34 @@ std::function<void()> ProcessGroup::start_sum(const at::Tensor& flat) {
 }
 
 const at::Device& ProcessGroup::device() const { return impl_->device; }
+
+c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroup::c10d_group() const {
+#if WAVETRAIN_TORCH_AT_LEAST(2, 0)
+  // From 2.0 the backends are c10d::Backend, held by a c10d::ProcessGroup that dispatches each
+  // collective to the backend of its tensors' device type.
+  if (!impl_->wrapper) {
+    using Type = c10d::ProcessGroup::BackendType;
+    auto pg = c10::make_intrusive<c10d::ProcessGroup>(impl_->store, impl_->rank, impl_->size);
+#if defined(WAVETRAIN_WITH_CUDA)
+    if (impl_->nccl) {
+      pg->setDefaultBackend(Type::NCCL);
+      pg->setBackend(c10::DeviceType::CUDA, Type::NCCL, impl_->nccl);
+      impl_->wrapper = pg;
+      return pg;
+    }
+#endif
+    pg->setDefaultBackend(Type::GLOO);
+    pg->setBackend(c10::DeviceType::CPU, Type::GLOO, impl_->gloo);
+    impl_->wrapper = pg;
+  }
+  return impl_->wrapper;
+#else  // 1.13: the backends are c10d::ProcessGroup themselves
+#if defined(WAVETRAIN_WITH_CUDA)
+  if (impl_->nccl) return impl_->nccl;
+#endif
+  return impl_->gloo;
+#endif
+}
 
 void ProcessGroup::set(const std::string& key, const std::string& value) {
   try {

@@ -20,6 +20,10 @@
 
 #include "trainer/distributed_env.h"
 
+namespace c10d {
+class ProcessGroup;
+}
+
 namespace wavetrain {
 
 // An error that rank 0 reports as well, so that the other ranks need not say it again (cli/main.cpp
@@ -34,6 +38,9 @@ class PeerLostError : public RankZeroReportsError {
  public:
   using RankZeroReportsError::RankZeroReportsError;
 };
+
+// Throws PeerLostError for a collective `what` that failed with `e` (c10d's message, first line).
+[[noreturn]] void collective_failed(const char* what, const std::exception& e);
 
 class ProcessGroup {
  public:
@@ -56,6 +63,8 @@ class ProcessGroup {
   // in the order they are started.
   std::function<void()> start_sum(const at::Tensor& flat);
   const at::Device& device() const;
+  // The group as c10d's own ProcessGroup, for c10d's Reducer (ddp_reducer.cpp).
+  c10::intrusive_ptr<c10d::ProcessGroup> c10d_group() const;
   void barrier();
   // Shares a value through the rendezvous store (rank 0 publishes the run directory, say).
   void set(const std::string& key, const std::string& value);

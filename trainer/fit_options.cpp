@@ -10,9 +10,11 @@
 #include <cmath>
 
 #include "trainer/fused_adam.h"
+#include "trainer/gradient_sync.h"
 #include "trainer/progress.h"
 #include "trainer/scaled_adam.h"
 #include "trainer/task.h"
+#include "trainer/torch_compat.h"
 
 namespace wavetrain {
 namespace {
@@ -161,6 +163,15 @@ FitOptions FitOptions::from(const config::Config& cfg) {
   if (!(o.ddp_bucket_mb > 0 && o.ddp_bucket_mb <= 4096))
     throw config::ConfigError("trainer.ddp_bucket_mb=" + config::format_float(o.ddp_bucket_mb) + " (" +
                               cfg.value("trainer.ddp_bucket_mb").origin().str() + "): expected MiB in (0, 4096]");
+  o.ddp_engine = cfg.get_string("trainer.ddp_engine", "auto");
+  if (o.ddp_engine != "auto" && o.ddp_engine != "reducer" && o.ddp_engine != "hooks")
+    throw config::ConfigError("trainer.ddp_engine=" + o.ddp_engine + " (" + cfg.value("trainer.ddp_engine").origin().str() +
+                              "): expected auto, reducer (c10d's, in builds that ship it) or hooks");
+  if (o.ddp_engine == "reducer" && !c10d_reducer_built())
+    throw config::ConfigError("trainer.ddp_engine=reducer (" + cfg.value("trainer.ddp_engine").origin().str() +
+                              "): this build's LibTorch " + compat::torch_version() +
+                              " does not ship c10d's Reducer headers (the PyPI torch 2.11+ build does); use auto or hooks");
+  o.ddp_find_unused_parameters = cfg.get_bool("trainer.ddp_find_unused_parameters", false);
   o.monitor = cfg.get_string("trainer.monitor", "");
   o.mode = cfg.get_string("trainer.mode", "min");
   o.accumulate = cfg.get_int("trainer.accumulate_grad_batches", 1);
@@ -244,6 +255,7 @@ std::vector<config::KeySpec> trainer_config_keys() {
           {"trainer.deterministic", Bool}, {"trainer.checkpoint.every_n_steps", Int},
           {"trainer.checkpoint.every_n_epochs", Int}, {"trainer.checkpoint.save_top_k", Int}, {"trainer.resume", Str},
           {"trainer.monitor", Str}, {"trainer.mode", Str}, {"trainer.devices", Int}, {"trainer.dist_timeout", Int}, {"trainer.ddp_overlap", Bool}, {"trainer.ddp_bucket_mb", Num},
+          {"trainer.ddp_engine", Str}, {"trainer.ddp_find_unused_parameters", Bool},
           {"trainer.device", Str}, {"trainer.cuda_memory_fraction", Num}, {"trainer.precision", Str},
           {"trainer.amp_on_mps", Bool}, {"trainer.threads", Int}, {"trainer.seed", Int},
           {"optimizer.name", Str}, {"optimizer.lr", Num}, {"optimizer.weight_decay", Num}, {"optimizer.momentum", Num},

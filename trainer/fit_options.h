@@ -44,6 +44,8 @@ struct FitOptions {
   bool deterministic = false;
   bool ddp_overlap = true;  // trainer.ddp_overlap: gradient all-reduce overlapped with the backward
   double ddp_bucket_mb = 25;  // trainer.ddp_bucket_mb: gradient buckets' size (DDP's bucket_cap_mb)
+  std::string ddp_engine = "auto";  // trainer.ddp_engine: auto, reducer (c10d's), hooks (gradient_sync.h)
+  bool ddp_find_unused_parameters = false;  // trainer.ddp_find_unused_parameters, as DDP's
   BatchLimit limit_train, limit_val;
   // trainer.val_check_interval: an int is a number of global steps, a float a fraction of an
   // epoch's steps (worked out once the epoch's length is known); 0 / 1.0: at the epoch's end only.

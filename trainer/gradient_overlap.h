@@ -1,8 +1,9 @@
-// Gradient averaging overlapped with the backward pass (trainer.ddp_overlap): a bucket's all-reduce
-// starts as soon as the backward pass has produced every gradient in it, while autograd goes on
-// computing the rest, instead of all buckets after the whole backward (ProcessGroup::average).
-// This is what DDP's Reducer does; the Reducer's headers are not shipped with Debian's LibTorch 1.13,
-// so wavetrain does it with a hook on each parameter.
+// Gradient averaging overlapped with the backward pass (trainer.ddp_engine=hooks; gradient_sync.h):
+// a bucket's all-reduce starts as soon as the backward pass has produced every gradient in it, while
+// autograd goes on computing the rest, instead of all buckets after the whole backward
+// (ProcessGroup::average, trainer.ddp_overlap=false).
+// This is what DDP's Reducer does (ddp_reducer.cpp); the Reducer's headers are not shipped with
+// Debian's LibTorch 1.13, so there wavetrain does it with a hook on each parameter.
 //
 // Buckets: one dtype per bucket, at most `bucket_bytes` each, the same on every rank, so every rank
 // issues the same collectives in the same order: bucket k is launched only after buckets 0..k-1, as
@@ -30,21 +31,25 @@
 #include <memory>
 #include <vector>
 
+#include "trainer/gradient_sync.h"
+
 namespace wavetrain {
 
 class ProcessGroup;
 
-class OverlappedGradientAverage {
+class OverlappedGradientAverage : public GradientSync {
  public:
   // `params`: the trainable parameters (requires_grad), on the group's device.
   OverlappedGradientAverage(ProcessGroup& group, std::vector<at::Tensor> params, size_t bucket_bytes = 25u << 20);
-  ~OverlappedGradientAverage();
+  ~OverlappedGradientAverage() override;
   OverlappedGradientAverage(const OverlappedGradientAverage&) = delete;
   OverlappedGradientAverage& operator=(const OverlappedGradientAverage&) = delete;
 
-  void arm();
-  void finish();
-  int64_t buckets() const;
+  void arm() override;
+  void backward(const at::Tensor& loss) override { loss.backward(); }
+  void finish() override;
+  const char* engine() const override { return "hooks"; }
+  int64_t buckets() const override;
   // Buckets launched from hooks during the last armed backward (the rest waited for finish()).
   int64_t launched_during_backward() const;
 

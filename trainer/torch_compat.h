@@ -62,6 +62,14 @@ constexpr bool cuda_built() {
 
 constexpr bool mps_built() { return WAVETRAIN_MPS_BUILT != 0; }
 
+// DDP's engine, c10d::Reducer (trainer/ddp_reducer.cpp): its headers ship with the PyPI wheels, not
+// with Debian's 1.13, and its constructor has changed between 2.x releases; the one used is 2.11's.
+#if WAVETRAIN_TORCH_AT_LEAST(2, 11) && __has_include(<torch/csrc/distributed/c10d/reducer.hpp>)
+#define WAVETRAIN_HAS_C10D_REDUCER 1
+#else
+#define WAVETRAIN_HAS_C10D_REDUCER 0
+#endif
+
 // at::_fused_adam_ (trainer/fused_adam.cpp's CUDA update) has a CPU kernel from LibTorch 2.4; 1.13
 // has only the CUDA one.
 constexpr bool fused_adam_kernel_on_cpu() { return WAVETRAIN_TORCH_AT_LEAST(2, 4); }

@@ -19,7 +19,7 @@
 #include "trainer/config/yaml_io.h"
 #include "trainer/grad_scaler.h"
 #include "trainer/lr_scheduler.h"
-#include "trainer/gradient_overlap.h"
+#include "trainer/gradient_sync.h"
 #include "trainer/parallel_parts.h"
 #include "trainer/progress.h"
 #include "trainer/serialization/atomic_file.h"
@@ -174,7 +174,7 @@ class FitLoop {
         ahead = std::async(std::launch::async, [this, b] { return make_parts(b + 1); });
       }
       Metrics logged;
-      if (overlap_ && b + 1 == window_start + window) overlap_->arm();  // the window's last backward
+      if (sync_ && b + 1 == window_start + window) sync_->arm();  // the window's last backward
       loss = forward_backward(parts, window, logged);
       if (!std::isfinite(loss) && !scaler_.enabled()) {
         const std::string where = "non-finite loss " + config::format_float(loss) + " at step " + std::to_string(ctx_.step) +
@@ -232,7 +232,11 @@ class FitLoop {
     }
     const at::Tensor loss = task_->loss(prediction, parts[0], logged);  // fp32, outside autocast
     const double value = loss.item<double>();
-    if (std::isfinite(value) || scaler_.enabled()) scaler_.scale(loss / static_cast<double>(window)).backward();
+    if (std::isfinite(value) || scaler_.enabled()) {
+      const at::Tensor scaled = scaler_.scale(loss / static_cast<double>(window));
+      if (sync_) sync_->backward(scaled);  // gradient_sync.h: buckets averaged as the backward makes them
+      else scaled.backward();
+    }
     return value;
   }
 
@@ -240,10 +244,10 @@ class FitLoop {
   // False when the window is skipped for a non-finite loss on any rank (with a scaler, its step()
   // skips non-finite gradients by itself).
   bool optimizer_step(bool window_bad) {
-    if (overlap_) {
+    if (sync_) {
       // The buckets' collectives first (most started during the backward), then the agreement: the
       // same order on every rank, also on one that skipped its backward.
-      overlap_->finish();
+      sync_->finish();
       window_bad = any_rank(window_bad);
     } else if (group_) {
       window_bad = any_rank(window_bad);  // a rank that skips makes every rank skip
@@ -376,12 +380,24 @@ class FitLoop {
     parts_ = batch_parts(cfg_, device_, *task_);
     if (parts_ > 1)
       ctx_.log("training each batch as " + std::to_string(parts_) + " parts at once, one per thread (trainer.cpu_batch_parts)");
-    for (const at::Tensor& p : model_.parameters())
-      if (p.requires_grad()) trainable_.push_back(p);
-    // Gradient averaging overlapped with the backward (gradient_overlap.h); batch parts train through
+    std::vector<std::string> names;
+    for (const auto& p : model_.named_parameters())
+      if (p.value().requires_grad()) {
+        trainable_.push_back(p.value());
+        names.push_back(p.key());
+      }
+    // Gradient averaging overlapped with the backward (gradient_sync.h); batch parts train through
     // their own gradients, so with parts the average runs after the backward.
-    if (group_ && o_.ddp_overlap && parts_ == 1)
-      overlap_ = std::make_unique<OverlappedGradientAverage>(*group_, trainable_, bucket_bytes());
+    if (group_ && o_.ddp_overlap && parts_ == 1) {
+      GradientSyncOptions sync;
+      sync.engine = o_.ddp_engine;
+      sync.bucket_bytes = bucket_bytes();
+      sync.find_unused_parameters = o_.ddp_find_unused_parameters;
+      sync_ = make_gradient_sync(*group_, trainable_, names, sync);
+      ctx_.log(std::string("gradients averaged during the backward by ") +
+               (std::string(sync_->engine()) == "reducer" ? "c10d's Reducer (DDP's engine)" : "wavetrain's gradient hooks") + ", " +
+               std::to_string(sync_->buckets()) + " buckets of at most " + config::format_float(o_.ddp_bucket_mb) + " MiB");
+    }
   }
 
   size_t bucket_bytes() const { return static_cast<size_t>(o_.ddp_bucket_mb * (1 << 20)); }
@@ -435,7 +451,7 @@ class FitLoop {
   FitContext ctx_;
   std::string recorded_config_;
   std::vector<at::Tensor> trainable_;  // for the batch parts' own gradients
-  std::unique_ptr<OverlappedGradientAverage> overlap_;  // with several ranks and trainer.ddp_overlap
+  std::unique_ptr<GradientSync> sync_;  // with several ranks and trainer.ddp_overlap
   std::vector<int64_t> order_;         // the epoch's item order
   int64_t n_train_ = 0, val_batches_ = 0, parts_ = 1;
   int64_t val_every_ = 0;

@@ -9,10 +9,14 @@
 #                                    RATE (tc units: 10gbit, 100mbit) shapes each host's egress
 #        hosts.sh exec NAME I CMD... run CMD on host I (its address: 10.231.0.<I+1>)
 #        hosts.sh cut NAME I         take host I's link down (its packets go nowhere)
+#        hosts.sh loss NAME I PERCENT drop PERCENT (0.1 steps) of what host I sends on its link, at
+#                                    random, in the switch (nftables' numgen; needs the nft program)
+#        hosts.sh dropped NAME I     print the packets `loss` has dropped on host I, and sent
 #        hosts.sh down NAME          remove the hosts, the switch and their links (idempotent)
 #        hosts.sh left NAME          print what of NAME still exists (namespaces, links); empty if none
 # NAME: at most 10 letters and digits (it prefixes the switch's interface names, 15 characters at
-# most). tc's netem (delay, loss) is not used: this kernel has no sch_netem (docs/distributed.md).
+# most). tc's netem (delay, loss) is not used: this kernel has no sch_netem (docs/distributed.md);
+# loss is made with nftables instead, and delay cannot be made (no netem, no fq for timed release).
 set -euo pipefail
 
 die() { echo "hosts.sh: $*" >&2; exit 2; }
@@ -64,6 +68,29 @@ case "$verb" in
     ip -n "$sw" link set "${name}p$1" down
     ip -n "$name-h$1" link set eth0 down
     ;;
+  loss)
+    [ $# -ge 2 ] || die "loss NAME I PERCENT"
+    [[ "$2" =~ ^[0-9]+(\.[0-9])?$ ]] || die "PERCENT must be a number with at most one decimal, got '$2'"
+    command -v nft >/dev/null || die "loss needs nft (Debian's nftables)"
+    permille=$(awk -v p="$2" 'BEGIN { printf "%d", p * 10 + 0.5 }')
+    # On the switch's port of host I, as packets come in from the host: lost on the wire, as far as
+    # the sender's TCP can tell (it must time out or see duplicate acks, and retransmit). Two rules:
+    # the first drops a random PERCENT, the second counts what passes.
+    ip netns exec "$sw" nft -f - <<EOF
+table netdev wtloss$1 {
+  chain in {
+    type filter hook ingress device "${name}p$1" priority 0; policy accept;
+    numgen random mod 1000 < $permille counter drop
+    counter accept
+  }
+}
+EOF
+    ;;
+  dropped)
+    [ $# -ge 1 ] || die "dropped NAME I"
+    ip netns exec "$sw" nft list chain netdev "wtloss$1" in |
+      awk '/counter packets/ { for (i = 1; i < NF; ++i) if ($i == "packets") printf "%s ", $(i + 1) } END { print "" }'
+    ;;
   down)
     for h in $(hosts_of); do
       ip netns pids "$h" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
@@ -79,5 +106,5 @@ case "$verb" in
     ip netns list | awk '{print $1}' | grep -x "$sw" || true
     ip -o link show | awk -F': ' '{print $2}' | grep -E "^${name}[pq][0-9]+" || true
     ;;
-  *) die "unknown verb '$verb' (up, exec, cut, down, left)" ;;
+  *) die "unknown verb '$verb' (up, exec, cut, loss, dropped, down, left)" ;;
 esac
