@@ -6,6 +6,7 @@
 //   asr:  the tiny transducer, 8 utterances of ~3 s (300 frames), the pruned RNN-T loss
 //
 // usage: [BUCKET_MB=25] wavetrain_bench_ddp MODEL MODE STEPS
+//        wavetrain_bench_ddp reducer-built   (exit status 0 when this build has c10d's Reducer)
 //   MODE single (no process group), after, overlap (ENGINE=auto|hooks|reducer, as trainer.ddp_engine);
 //   the ranks come from torchrun's variables (RANK,
 //   WORLD_SIZE, MASTER_ADDR, MASTER_PORT), as bench/ddp_scaling.sh sets them.
@@ -45,6 +46,7 @@ int64_t launched_during_backward(const wavetrain::GradientSync* sync) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "reducer-built") return wavetrain::c10d_reducer_built() ? 0 : 1;
   if (argc != 4) {
     std::fprintf(stderr, "usage: wavetrain_bench_ddp amp|asr single|after|overlap STEPS\n");
     return 2;

@@ -3,8 +3,9 @@
 // MASTER_ADDR on host 0's address), on 2 hosts x 1 rank and 2 hosts x 2 ranks, reach one host's
 // weights (the toy and the amp task), also over links that lose 1% of their packets; a host whose
 // link is cut, or whose rank is killed, ends the run with a clear error within trainer.dist_timeout,
-// its last.ckpt intact, and the resumed run ends where an uninterrupted one does. Each test checks
-// that no namespace or link of its hosts is left behind.
+// its last.ckpt intact, and the resumed run ends where an uninterrupted one does; a Slurm job over
+// 2 nodes (a slurmd on each host) trains as 2 ranks. Each test checks that no namespace or link of
+// its hosts is left behind.
 //
 // Needs root (network namespaces). Where that is refused the tests skip, except under scripts/test
 // (WAVETRAIN_TEST_REQUIRE_CLIENTS=1), where they fail.
@@ -14,6 +15,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 
@@ -26,6 +29,7 @@ using Result = wavetrain::testing::ProcessResult;
 namespace {
 
 const std::string kHosts = std::string(WAVETRAIN_TEST_DATA) + "/../multinode/hosts.sh";
+const std::string kCluster = std::string(WAVETRAIN_TEST_DATA) + "/../slurm/local_cluster.sh";
 
 class MultiNode : public ::testing::Test {
  protected:
@@ -39,6 +43,7 @@ class MultiNode : public ::testing::Test {
     fs::create_directories(dir_);
   }
   void TearDown() override {
+    if (!cluster_.empty()) wavetrain::testing::run_shell("'" + kCluster + "' stop '" + cluster_ + "'; rm -rf '" + cluster_ + "'");
     wavetrain::testing::run_shell("'" + kHosts + "' down " + name_);
     const Result left = wavetrain::testing::run_shell("'" + kHosts + "' left " + name_);
     EXPECT_EQ(left.out, "") << "left behind";
@@ -77,7 +82,7 @@ class MultiNode : public ::testing::Test {
     GTEST_SKIP() << reason_;
   }
 
-  std::string name_, reason_;
+  std::string name_, reason_, cluster_;  // cluster_: a Slurm cluster's directory, stopped first
   fs::path dir_;
   int r0_port_ = static_cast<int>(::getpid() % 500);
 };
@@ -209,6 +214,38 @@ TEST_F(MultiNodeInterrupted, ACutLinkEndsTheRunWithinTheTimeoutAndTheResumeEndsA
 
 TEST_F(MultiNodeInterrupted, AKilledRankEndsTheRunWithinTheTimeoutAndTheResumeEndsAsAnUninterruptedRun) {
   interrupt_and_resume("kill");
+}
+
+// Slurm across the hosts (tests/slurm/local_cluster.sh in hosts mode: slurmctld on host 0, a slurmd
+// on each host): a sweep with launcher=slurm launcher.nodes=2, started on host 0, runs its job as
+// one rank on each node, the master found by name (the first node of SLURM_JOB_NODELIST), and ends
+// with the weights of the same two ranks started on one machine.
+TEST_F(MultiNode, ASlurmJobOverTwoHostsTrainsAsOneRankOnEach) {
+  if (wavetrain::testing::run_shell("'" + kCluster + "' check").exit_code != 0) {
+    reason_ = "Slurm or munge is not installed, or this is not root";
+    return skip_or_fail();
+  }
+  if (!hosts_up(2, "1gbit")) return skip_or_fail();
+  cluster_ = "/tmp/wtsl" + std::to_string(::getpid());  // short: unix socket paths live in it
+  const Result up = wavetrain::testing::run_shell("'" + kCluster + "' start '" + cluster_ + "' " + name_ + " 2");
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  const std::string run = "task=toy_regression trainer.max_epochs=1 trainer.batch_size=16 trainer.threads=1 ";
+  const Result job = wavetrain::testing::run_shell("cd '" + dir_.string() + "' && '" + kHosts + "' exec " + name_ + " 0 env SLURM_CONF='" +
+                                                   cluster_ + "/slurm.conf' '" + WAVETRAIN_BINARY + "' train -m " + run +
+                                                   "launcher=slurm launcher.nodes=2 run.multirun_dir=sweep");
+  ASSERT_EQ(job.exit_code, 0) << job.out << job.err;
+  const auto text = [](const fs::path& p) {
+    std::ifstream in(p);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  EXPECT_NE(text(dir_ / "sweep/slurm/array-0.sbatch").find("#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n"), std::string::npos);
+  EXPECT_NE(text(dir_ / "sweep/0/wavetrain.log").find("distributed: 2 ranks (slurm), master " + name_ + "-h0:"), std::string::npos)
+      << text(dir_ / "sweep/0/wavetrain.log");
+  // Host 1's slurmd started a task of the job, sent from host 0.
+  EXPECT_NE(text(cluster_ + "/log/slurmd-" + name_ + "-h1.log").find("launch task StepId="), std::string::npos);
+  const Result local = wavetrain::testing::wavetrain_in(dir_, "train " + run + "trainer.devices=2 run.dir=local");
+  ASSERT_EQ(local.exit_code, 0) << local.err;
+  expect_close(last("sweep/0"), last("local"), 0, "2 Slurm nodes against 2 local ranks");
 }
 
 }  // namespace

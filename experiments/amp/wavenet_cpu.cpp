@@ -459,7 +459,10 @@ struct WaveNetFunction : public torch::autograd::Function<WaveNetFunction> {
       at::Tensor block = flat.narrow(0, layout.offset[k], p.numel());
       if (p.dim() == 3)  // weights: [k][in][out] -> [out][in][k]
         block = block.view({p.size(2), p.size(1), p.size(0)}).permute({2, 1, 0});
-      out.push_back(block.contiguous().view(p.sizes()).clone());
+      // Strides exactly as a contiguous parameter's, also in its size-1 dimensions (a [16, 1, 1]
+      // weight's permuted block is "contiguous" with strides [1, 16, 16]): c10d's Reducer compares
+      // them literally and warns otherwise.
+      out.push_back(block.reshape(p.sizes()).clone(at::MemoryFormat::Contiguous));
     }
     return out;
   }

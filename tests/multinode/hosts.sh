@@ -2,8 +2,10 @@
 # Simulated hosts for the multi-node tests: N network namespaces, each a "host" with one interface
 # (eth0, 10.231.0.<i+1>/24) on a bridge that lives in a namespace of its own (the "switch"), so the
 # hosts reach each other only over their links, as machines on one LAN do. A link can be shaped
-# (tc's token bucket: a rate) or cut (ip link set down). Needs root (CAP_NET_ADMIN), iproute2 and
-# the kernel's bridge and veth drivers; nothing is installed.
+# (tc's token bucket: a rate) or cut (ip link set down). The hosts know each other by name: each
+# gets an /etc/netns/NAME-h<i>/hosts (this machine's /etc/hosts and NAME-h0.. at their addresses),
+# which `ip netns exec` shows as its /etc/hosts. Needs root (CAP_NET_ADMIN), iproute2 and the
+# kernel's bridge and veth drivers; nothing is installed.
 #
 # usage: hosts.sh up NAME N [RATE]   make hosts NAME-h0 .. NAME-h<N-1> and the switch NAME-sw;
 #                                    RATE (tc units: 10gbit, 100mbit) shapes each host's egress
@@ -49,6 +51,8 @@ case "$verb" in
       ip -n "$sw" link set "${name}p$i" up
       ip -n "$h" addr add "10.231.0.$((i + 1))/24" dev eth0
       ip -n "$h" link set eth0 up
+      mkdir -p "/etc/netns/$h"
+      { cat /etc/hosts; for ((j = 0; j < n; j++)); do echo "10.231.0.$((j + 1)) $name-h$j"; done; } >"/etc/netns/$h/hosts"
       if [ -n "$rate" ]; then
         # A token bucket at RATE on what the host sends: the link's bandwidth. The burst is a
         # millisecond's worth (at least 64 KiB), the queue 50 ms.
@@ -96,6 +100,7 @@ EOF
       ip netns pids "$h" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
       ip netns del "$h" 2>/dev/null || true
     done
+    rm -rf /etc/netns/"$name"-h[0-9]*
     if ip netns list | awk '{print $1}' | grep -qx "$sw"; then
       ip netns pids "$sw" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
       ip netns del "$sw"
@@ -103,6 +108,7 @@ EOF
     ;;
   left)
     hosts_of
+    ls -d /etc/netns/"$name"-h[0-9]* 2>/dev/null || true
     ip netns list | awk '{print $1}' | grep -x "$sw" || true
     ip -o link show | awk -F': ' '{print $2}' | grep -E "^${name}[pq][0-9]+" || true
     ;;

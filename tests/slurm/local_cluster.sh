@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# A throwaway single-node Slurm cluster for tests: munged, slurmctld and slurmd on
-# loopback only, with config, munge key, state, spool, sockets, pid files and logs
-# all under one directory (nothing in /etc/munge, /etc/slurm, /run or systemd).
-# Tests that need a real Slurm use it like this:
+# A throwaway Slurm cluster for tests: munged, slurmctld and slurmd, with config, munge
+# key, state, spool, sockets, pid files and logs all under one directory (nothing in
+# /etc/munge, /etc/slurm, /run or systemd). Tests that need a real Slurm use it so:
 #   tests/slurm/local_cluster.sh check || skip          # are the programs installed?
 #   eval "$(tests/slurm/local_cluster.sh start DIR)"     # or later: . DIR/env.sh
 #   sbatch/squeue/scontrol/srun ...                      # SLURM_CONF points at DIR
 #   tests/slurm/local_cluster.sh stop DIR                # idempotent
-# start waits (up to 30 s) for the node to be idle; on failure it prints why and the
+# By default one node, this machine, on loopback. With `start DIR NAME N` the nodes are
+# the N simulated hosts NAME-h0.. of tests/multinode/hosts.sh (made beforehand): one
+# slurmd in each host's network namespace (with its own host name, and the cgroup
+# mounts slurmd wants, which `ip netns exec` hides), slurmctld in host 0's; clients
+# (sbatch, srun, a sweep) then run on host 0 (hosts.sh exec NAME 0 ...).
+# start waits (up to 30 s) for the nodes to be idle; on failure it prints why and the
 # tail of the daemon's log, stops what it started and exits non-zero. stop cancels the
 # jobs, then stops the daemons by the pids recorded under DIR (TERM, then KILL).
 set -euo pipefail
@@ -66,21 +70,25 @@ stop() {
   local d=$1 pid
   [[ -d $d ]] || return 0
   export SLURM_CONF=$d/slurm.conf
-  if alive "$d/run/slurmctld.pid" && alive "$d/run/slurmd.pid"; then
+  HNAME="" HOSTS=$(cd "$(dirname "$0")/../multinode" && pwd)/hosts.sh
+  [[ ! -s $d/.hosts ]] || read -r HNAME _ <"$d/.hosts"
+  local slurmds=() f
+  for f in "$d"/run/slurmd*.pid; do [[ -e $f ]] && slurmds+=("$f:slurmd"); done
+  if alive "$d/run/slurmctld.pid" && ((${#slurmds[@]})); then
     # Cancel the jobs so that their slurmstepd processes go with them.
-    scancel --user=root 2>/dev/null || true
+    client scancel --user=root 2>/dev/null || true
     for _ in $(seq 100); do
-      [[ -z $(squeue -h -o %A 2>/dev/null) ]] && break; sleep 0.1
+      [[ -z $(client squeue -h -o %A 2>/dev/null) ]] && break; sleep 0.1
     done
   fi
-  stop_pids "$d/run/slurmd.pid:slurmd" "$d/run/slurmctld.pid:slurmctld" "$d/munge/munged.pid:munged"
-  # A slurmstepd left behind (its slurmd died first) still has DIR/log/slurmd.log open:
+  stop_pids ${slurmds[@]+"${slurmds[@]}"} "$d/run/slurmctld.pid:slurmctld" "$d/munge/munged.pid:munged"
+  # A slurmstepd left behind (its slurmd died first) still has DIR/log/slurmd*.log open:
   # kill it and the processes of its job.
-  local steps=() f
+  local steps=()
   for pid in /proc/[0-9]*; do
     [[ $(readlink "$pid/exe" 2>/dev/null) == */slurmstepd* ]] || continue
     for f in "$pid"/fd/*; do
-      [[ $(readlink "$f" 2>/dev/null) == "$d/log/slurmd.log" ]] && { steps+=("${pid#/proc/}"); break; }
+      [[ $(readlink "$f" 2>/dev/null) == "$d"/log/slurmd*.log ]] && { steps+=("${pid#/proc/}"); break; }
     done
   done
   ((${#steps[@]})) || return 0
@@ -119,22 +127,50 @@ wait_for() {  # seconds, what, log, command...
   done
 }
 
+# Sets HOST_CMD to the command prefix that runs a daemon on simulated host $1 (hosts mode):
+# in its network namespace, under its own host name (slurmctld and slurmd check theirs
+# against slurm.conf), with /sys/fs/cgroup laid out as slurmd's cgroup plugin expects it on
+# this machine (v1 controllers on a tmpfs; `ip netns exec` mounts a fresh /sys without it).
+host_cmd() {  # index
+  HOST_CMD=("$HOSTS" exec "$HNAME" "$1" unshare --uts sh -c '
+    hostname "$0"
+    mount -t tmpfs none /sys/fs/cgroup || exit 1
+    for c in cpu cpuacct cpuset memory devices freezer; do
+      mkdir -p /sys/fs/cgroup/$c && mount -t cgroup -o $c cgroup /sys/fs/cgroup/$c || exit 1
+    done
+    mkdir -p /sys/fs/cgroup/systemd && mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd || exit 1
+    exec "$@"' "$HNAME-h$1")
+}
+
+# A Slurm client command, on host 0 in hosts mode (only the hosts reach slurmctld there).
+client() {
+  if [[ -n ${HNAME:-} ]]; then "$HOSTS" exec "$HNAME" 0 "$@"; else "$@"; fi
+}
+
 start() {
   mkdir -p "$1"
   D=$(cd "$1" && pwd)
+  HNAME=${2:-} HN=${3:-0}
+  HOSTS=$(cd "$(dirname "$0")/../multinode" && pwd)/hosts.sh
+  if [[ -n $HNAME ]]; then
+    [[ $HN =~ ^[1-9][0-9]?$ ]] || die "usage: $0 start DIR [NAME N]: N hosts, 1-99"
+    "$HOSTS" exec "$HNAME" $((HN - 1)) true 2>/dev/null || die "no simulated host $HNAME-h$((HN - 1)) (tests/multinode/hosts.sh up $HNAME $HN)"
+  fi
+  if [[ -n $HNAME ]]; then echo "$HNAME $HN" >"$D/.hosts"; else rm -f "$D/.hosts"; fi  # for stop
   # Unix socket paths (munge, slurmd spool) must fit in 108 bytes.
   ((${#D} <= 64)) || die "directory path too long for unix sockets (${#D} > 64): $D"
   check || die "Slurm/munge programs missing"
   # With NoInAddrAny the daemons and srun bind to the address the hostname resolves to.
   local addr
   addr=$(getent ahostsv4 "$(hostname)" | awk 'NR == 1 {print $1}')
-  [[ $addr == 127.* ]] || die "hostname $(hostname) resolves to '${addr:-nothing}', not loopback"
+  [[ -n $HNAME || $addr == 127.* ]] || die "hostname $(hostname) resolves to '${addr:-nothing}', not loopback"
   alive "$D/run/slurmctld.pid" && die "a cluster already runs in $D (stop it first)"
   stop "$D"
   rm -rf "$D/state" "$D/spool"
   mkdir -p "$D/munge" "$D/state" "$D/spool" "$D/run" "$D/log"
   chmod 755 "$D/munge"
-  : >"$D/log/slurmctld.log"; : >"$D/log/slurmd.log"; : >"$D/munge/munged.log"
+  : >"$D/log/slurmctld.log"; : >"$D/munge/munged.log"
+  rm -f "$D"/log/slurmd*.log
 
   local sock=$D/munge/munge.socket.2 ports cpus mem
   [[ -s $D/munge/munge.key ]] || {
@@ -151,24 +187,37 @@ start() {
   cpus=$(nproc)
   mem=$(awk '/MemTotal/ {m = int($2 / 2048); print (m < 1024 ? m : 1024)}' /proc/meminfo)
   : >"$D/plugstack.conf"
+  # Loopback: one node, this machine, and the daemons bound to its address only. Hosts: a
+  # node per host at its address, each slurmd with its own spool, pid file and log (%n).
+  local ctld="localhost(127.0.0.1)" comm="CommunicationParameters=NoCtldInAddrAny,NoInAddrAny"
+  local spool=$D/spool pidf=$D/run/slurmd.pid logf=$D/log/slurmd.log names=$NODE i
+  local nodes="NodeName=$NODE NodeAddr=127.0.0.1 NodeHostname=$(hostname) CPUs=$cpus RealMemory=$mem State=UNKNOWN"
+  if [[ -n $HNAME ]]; then
+    ctld="$HNAME-h0(10.231.0.1)" comm="# (each daemon binds every address of its own namespace)"
+    spool=$D/spool/%n pidf=$D/run/slurmd-%n.pid logf=$D/log/slurmd-%n.log names="$HNAME-h[0-$((HN - 1))]" nodes=""
+    for ((i = 0; i < HN; i++)); do
+      nodes+="NodeName=$HNAME-h$i NodeAddr=10.231.0.$((i + 1)) NodeHostname=$HNAME-h$i CPUs=$cpus RealMemory=$mem State=UNKNOWN"$'\n'
+      mkdir -p "$D/spool/$HNAME-h$i"
+    done
+  fi
   cat >"$D/slurm.conf" <<EOF
-# Generated by tests/slurm/local_cluster.sh: a throwaway cluster on loopback.
+# Generated by tests/slurm/local_cluster.sh: a throwaway cluster.
 ClusterName=wavetrain
-SlurmctldHost=localhost(127.0.0.1)
+SlurmctldHost=$ctld
 SlurmctldPort=${ports[0]}
 SlurmdPort=${ports[1]}
-CommunicationParameters=NoCtldInAddrAny,NoInAddrAny
+$comm
 AuthType=auth/munge
 AuthInfo=socket=$sock
 CredType=cred/munge
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation=$D/state
-SlurmdSpoolDir=$D/spool
+SlurmdSpoolDir=$spool
 SlurmctldPidFile=$D/run/slurmctld.pid
-SlurmdPidFile=$D/run/slurmd.pid
+SlurmdPidFile=$pidf
 SlurmctldLogFile=$D/log/slurmctld.log
-SlurmdLogFile=$D/log/slurmd.log
+SlurmdLogFile=$logf
 SlurmctldDebug=info
 SlurmdDebug=info
 PlugStackConfig=$D/plugstack.conf
@@ -186,16 +235,25 @@ MinJobAge=300
 InactiveLimit=0
 MailProg=/bin/true
 SchedulerParameters=batch_sched_delay=0
-NodeName=$NODE NodeAddr=127.0.0.1 NodeHostname=$(hostname) CPUs=$cpus RealMemory=$mem State=UNKNOWN
-PartitionName=main Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
+${nodes%$'\n'}
+PartitionName=main Nodes=$names Default=YES MaxTime=INFINITE State=UP
 EOF
   export SLURM_CONF=$D/slurm.conf
-  spawn "$D/log/slurmctld.log" slurmctld -c || fail "slurmctld did not start" "$D/log/slurmctld.log"
-  wait_for 15 slurmctld "$D/log/slurmctld.log" bash -c "scontrol ping | grep -q UP"
-  spawn "$D/log/slurmd.log" slurmd -N "$NODE" || fail "slurmd did not start" "$D/log/slurmd.log"
+  HOST_CMD=()
+  [[ -z $HNAME ]] || host_cmd 0
+  spawn "$D/log/slurmctld.log" ${HOST_CMD[@]+"${HOST_CMD[@]}"} slurmctld -c || fail "slurmctld did not start" "$D/log/slurmctld.log"
+  wait_for 15 slurmctld "$D/log/slurmctld.log" bash -c "$(declare -f client); HNAME='$HNAME' HOSTS='$HOSTS'; client scontrol ping | grep -q UP"
+  if [[ -z $HNAME ]]; then
+    spawn "$D/log/slurmd.log" slurmd -N "$NODE" || fail "slurmd did not start" "$D/log/slurmd.log"
+  else
+    for ((i = 0; i < HN; i++)); do
+      host_cmd "$i"
+      spawn "$D/log/slurmd-$HNAME-h$i.log" "${HOST_CMD[@]}" slurmd -N "$HNAME-h$i" || fail "slurmd on $HNAME-h$i did not start" "$D/log/slurmd-$HNAME-h$i.log"
+    done
+  fi
   local end=$((SECONDS + 30)) state
-  until state=$(sinfo -h -n "$NODE" -o %t 2>&1) && [[ $state == idle ]]; do
-    ((SECONDS < end)) || fail "node $NODE not idle after 30 s (sinfo: ${state:-no output})" "$D/log/slurmd.log"
+  until state=$(client sinfo -h -o %t 2>&1) && [[ $state == idle ]]; do
+    ((SECONDS < end)) || fail "nodes $names not idle after 30 s (sinfo: ${state:-no output})" "$(ls "$D"/log/slurmd*.log | tail -1)"
     sleep 0.1
   done
 
@@ -204,7 +262,7 @@ EOF
 
 case ${1:-} in
   check) check ;;
-  start) [[ -n ${2:-} ]] || die "usage: $0 start DIR"; start "$2" ;;
+  start) [[ -n ${2:-} ]] || die "usage: $0 start DIR [NAME N]"; start "$2" "${3:-}" "${4:-}" ;;
   stop) [[ -n ${2:-} ]] || die "usage: $0 stop DIR"; stop "$(cd "$2" 2>/dev/null && pwd || echo "$2")" ;;
-  *) die "usage: $0 check | start DIR | stop DIR" ;;
+  *) die "usage: $0 check | start DIR [NAME N] | stop DIR" ;;
 esac
