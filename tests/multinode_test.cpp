@@ -74,6 +74,16 @@ class MultiNode : public ::testing::Test {
     script += "cat rank0.log >&2; exit $rc";
     return wavetrain::testing::run_shell("( " + script + " )");  // run_shell's 2> then takes it all
   }
+  Result timed_train(int hosts, int world, const std::string& args, double& seconds) const {
+    const auto start = std::chrono::steady_clock::now();
+    const Result r = train(hosts, world, args);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return r;
+  }
+  // `common` on one rank with `batch`, on 2 hosts x 1 rank and on 2 hosts x 2 ranks (batch / 2 and
+  // / 4 each): all take `steps` steps and end within 1e-5 (SGD: the ranks' summation order shows
+  // only at float rounding). Returns the 2 x 1 run's seconds.
+  double expect_two_hosts_reach_one_host(const std::string& common, int batch, int64_t steps, const std::string& what);
   wavetrain::TrainingState last(const std::string& run) const {
     return wavetrain::Checkpoint::load((dir_ / run / "checkpoints/last.ckpt").string());
   }
@@ -97,22 +107,29 @@ void expect_close(const wavetrain::TrainingState& a, const wavetrain::TrainingSt
   }
 }
 
+double MultiNode::expect_two_hosts_reach_one_host(const std::string& common, int batch, int64_t steps, const std::string& what) {
+  const Result one = wavetrain::testing::wavetrain_in(dir_, common + "trainer.batch_size=" + std::to_string(batch) + " run.dir=one");
+  EXPECT_EQ(one.exit_code, 0) << one.err;
+  double seconds = 0;
+  ++r0_port_;
+  const Result two = timed_train(2, 2, common + "trainer.batch_size=" + std::to_string(batch / 2) + " run.dir=two_by_one", seconds);
+  EXPECT_EQ(two.exit_code, 0) << two.err;
+  ++r0_port_;
+  const Result four = train(2, 4, common + "trainer.batch_size=" + std::to_string(batch / 4) + " run.dir=two_by_two");
+  EXPECT_EQ(four.exit_code, 0) << four.err;
+  if (one.exit_code != 0 || two.exit_code != 0 || four.exit_code != 0) return seconds;
+  const wavetrain::TrainingState reference = last("one");
+  EXPECT_EQ(reference.global_step, steps) << what;
+  EXPECT_EQ(last("two_by_one").global_step, steps) << what;
+  EXPECT_EQ(last("two_by_two").global_step, steps) << what;
+  expect_close(last("two_by_one"), reference, 1e-5, what + ", 2 hosts x 1 rank");
+  expect_close(last("two_by_two"), reference, 1e-5, what + ", 2 hosts x 2 ranks");
+  return seconds;
+}
+
 TEST_F(MultiNode, TwoHostsOfOneAndOfTwoRanksReachOneHostsWeights) {
   if (!hosts_up(2, "1gbit")) return skip_or_fail();
-  const std::string common = "train task=toy_regression trainer.max_epochs=1 optimizer.name=sgd optimizer.lr=0.1 ";
-  const Result two = train(2, 2, common + "trainer.batch_size=16 run.dir=two_by_one");
-  ASSERT_EQ(two.exit_code, 0) << two.err;
-  ++r0_port_;
-  const Result four = train(2, 4, common + "trainer.batch_size=8 run.dir=two_by_two");
-  ASSERT_EQ(four.exit_code, 0) << four.err;
-  const Result one = wavetrain::testing::wavetrain_in(dir_, common + "trainer.batch_size=32 run.dir=one");
-  ASSERT_EQ(one.exit_code, 0) << one.err;
-  const wavetrain::TrainingState reference = last("one");
-  EXPECT_EQ(reference.global_step, 32);
-  EXPECT_EQ(last("two_by_one").global_step, 32);
-  EXPECT_EQ(last("two_by_two").global_step, 32);
-  expect_close(last("two_by_one"), reference, 1e-5, "2 hosts x 1 rank");
-  expect_close(last("two_by_two"), reference, 1e-5, "2 hosts x 2 ranks");
+  expect_two_hosts_reach_one_host("train task=toy_regression trainer.max_epochs=1 optimizer.name=sgd optimizer.lr=0.1 ", 32, 32, "toy");
 }
 
 // The amp task (NAM's nano WaveNet on a short built-in capture; SGD, so that the ranks' summation
@@ -129,31 +146,13 @@ TEST_F(MultiNode, TheAmpTaskOnTwoHostsReachesOneHostsWeightsAlsoOverLinksThatLos
   ASSERT_EQ(wavetrain::testing::wavetrain_in(dir_, "data amp --input cap/dry.wav --output cap/amp.wav -o capture.h5 --valid-seconds 1.5").exit_code, 0);
   const std::string common = "train +experiment=amp amp.data=capture.h5 model.preset=nano trainer.max_epochs=1 "
                              "optimizer.name=sgd optimizer.lr=0.05 ";
-  const Result one = wavetrain::testing::wavetrain_in(dir_, common + "trainer.batch_size=8 run.dir=one");
-  ASSERT_EQ(one.exit_code, 0) << one.err;
-  const auto timed = [this](int hosts, int world, const std::string& args, double& seconds) {
-    const auto start = std::chrono::steady_clock::now();
-    const Result r = train(hosts, world, args);
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return r;
-  };
-  double clean_s = 0, lossy_s = 0, four_s = 0;
-  const Result two = timed(2, 2, common + "trainer.batch_size=4 run.dir=two_by_one", clean_s);
-  ASSERT_EQ(two.exit_code, 0) << two.err;
-  ++r0_port_;
-  const Result four = timed(2, 4, common + "trainer.batch_size=2 run.dir=two_by_two", four_s);
-  ASSERT_EQ(four.exit_code, 0) << four.err;
-  const wavetrain::TrainingState reference = last("one");
-  EXPECT_EQ(reference.global_step, 8);
-  EXPECT_EQ(last("two_by_one").global_step, 8);
-  EXPECT_EQ(last("two_by_two").global_step, 8);
-  expect_close(last("two_by_one"), reference, 1e-5, "amp, 2 hosts x 1 rank");
-  expect_close(last("two_by_two"), reference, 1e-5, "amp, 2 hosts x 2 ranks");
+  const double clean_s = expect_two_hosts_reach_one_host(common, 8, 8, "amp");
+  double lossy_s = 0;
 
   for (int host = 0; host < 2; ++host)
     ASSERT_EQ(wavetrain::testing::run_shell("'" + kHosts + "' loss " + name_ + " " + std::to_string(host) + " 1").exit_code, 0);
   ++r0_port_;
-  const Result lossy = timed(2, 2, common + "trainer.batch_size=4 run.dir=lossy", lossy_s);
+  const Result lossy = timed_train(2, 2, common + "trainer.batch_size=4 run.dir=lossy", lossy_s);
   ASSERT_EQ(lossy.exit_code, 0) << lossy.err;
   long dropped = 0, passed = 0;
   for (int host = 0; host < 2; ++host) {
