@@ -32,6 +32,9 @@ set(_one_build
   Reliability.RanksDieWithTheirLauncher
   Reliability.ResumeWaitsForALiveJobAndKeepsWhatItFinished
   Reliability.TheLaunchersVariableIsObeyedOnlyWhenTheLauncherIsGone
+  # The Slurm launcher over simulated hosts: the engines' training across hosts is checked in both
+  # builds by the other MultiNode tests.
+  MultiNode.ASlurmJobOverTwoHostsTrainsAsOneRankOnEach
 )
 
 # name|seconds measured|why it takes over 10 s. The seconds are its ctest COST: a test with a cost
@@ -48,6 +51,9 @@ set(_slow
   "CliAmp.TrainExportImportInfer|11|train, export, import, infer and compare: the whole amp command line in one test"
   "AmpNamFiles.ImportAndExportKeepEveryExample|13|every example file of the NAM core through import and export, each model built and played"
   "AsrTrain.AFewStepsLowerTheLossAndAKilledRunResumesBitwise|11|a transducer trained uninterrupted and again killed and resumed, to compare the two bitwise"
+  "MultiNode.TheAmpTaskOnTwoHostsReachesOneHostsWeightsAlsoOverLinksThatLoseOnePercent|23|four amp trainings (one host, 2 x 1, 2 x 2, 2 x 1 over lossy links), each rank starting its own process"
+  "MultiNodeInterrupted.ACutLinkEndsTheRunWithinTheTimeoutAndTheResumeEndsAsAnUninterruptedRun|16|a cut link is only noticed when the 5 s collective timeout runs out, then a resumed and an uninterrupted 600-step run"
+  "MultiNodeInterrupted.AKilledRankEndsTheRunWithinTheTimeoutAndTheResumeEndsAsAnUninterruptedRun|11|a resumed and an uninterrupted 600-step run on two hosts after the kill"
 )
 
 set(_known "")
