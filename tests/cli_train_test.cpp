@@ -427,6 +427,12 @@ TEST(CliDistributed, OverlappedAndAfterwardAveragingGiveTheSameWeights) {
     ASSERT_EQ(a.model.size(), b.model.size());
     for (size_t i = 0; i < a.model.size(); ++i) EXPECT_TRUE(at::equal(a.model[i].second, b.model[i].second)) << engine << ": " << a.model[i].first;
   }
+  // An engine that is not one is a config error naming the key and where it was set, said once.
+  const Result unknown = wavetrain_in(dir, common + "trainer.ddp_engine=fast run.dir=unknown");
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_EQ(unknown.err, "wavetrain: error: trainer.ddp_engine=fast (the command line): expected auto, reducer (c10d's, in "
+                         "builds that ship it) or hooks\n");
+  EXPECT_FALSE(fs::exists(dir / "unknown"));
   // Asking for the Reducer in a build without it is a config error naming the key.
   if (!wavetrain::c10d_reducer_built()) {
     const Result no = wavetrain_in(dir, common + "trainer.ddp_engine=reducer run.dir=no");

@@ -145,20 +145,21 @@ bool c10d_reducer_built() { return false; }
 
 #endif
 
+std::string gradient_sync_engine_problem(const std::string& engine) {
+  if (engine != "auto" && engine != "reducer" && engine != "hooks") return "expected auto, reducer (c10d's, in builds that ship it) or hooks";
+  if (engine == "reducer" && !c10d_reducer_built())
+    return "this build's LibTorch " + compat::torch_version() +
+           " does not ship c10d's Reducer headers (the PyPI torch 2.11+ build does); use auto or hooks";
+  return "";
+}
+
 std::unique_ptr<GradientSync> make_gradient_sync(ProcessGroup& group, std::vector<at::Tensor> params,
                                                  std::vector<std::string> names, const GradientSyncOptions& options) {
-  const bool reducer = options.engine == "reducer" || (options.engine == "auto" && c10d_reducer_built());
-  if (reducer) {
+  if (const std::string problem = gradient_sync_engine_problem(options.engine); !problem.empty())
+    throw std::invalid_argument("trainer.ddp_engine=" + options.engine + ": " + problem);
 #if WAVETRAIN_HAS_C10D_REDUCER
-    return std::make_unique<ReducerGradientSync>(group, std::move(params), names, options);
-#else
-    throw std::invalid_argument("trainer.ddp_engine=reducer: this build's LibTorch (" + compat::torch_version() +
-                                ") does not ship c10d's Reducer headers (the PyPI torch 2.11+ build does); use "
-                                "trainer.ddp_engine=hooks or auto");
+  if (options.engine != "hooks") return std::make_unique<ReducerGradientSync>(group, std::move(params), names, options);
 #endif
-  }
-  if (options.engine != "hooks" && options.engine != "auto")
-    throw std::invalid_argument("trainer.ddp_engine=" + options.engine + ": expected auto, reducer or hooks");
   static_cast<void>(names);  // the hooks engine names no parameter in its errors
   return std::make_unique<OverlappedGradientAverage>(group, std::move(params), options.bucket_bytes);
 }

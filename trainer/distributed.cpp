@@ -32,7 +32,6 @@ struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
 #endif
   at::Device device{at::kCPU};  // where collective buffers must live (CUDA for NCCL)
-  int rank = 0, size = 1;
   c10::intrusive_ptr<c10d::ProcessGroup> wrapper;  // c10d_group(), made on first use
 
   template <class F>
@@ -94,8 +93,6 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master
 
 ProcessGroup::ProcessGroup(const DistributedEnv& env, std::chrono::milliseconds timeout, const at::Device& device)
     : impl_(std::make_unique<Impl>()), rank_(env.rank), size_(env.world_size) {
-  impl_->rank = env.rank;
-  impl_->size = env.world_size;
   try {
     c10d::TCPStoreOptions options;
     options.port = static_cast<std::uint16_t>(env.master_port);
@@ -200,18 +197,16 @@ c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroup::c10d_group() const {
   // collective to the backend of its tensors' device type.
   if (!impl_->wrapper) {
     using Type = c10d::ProcessGroup::BackendType;
-    auto pg = c10::make_intrusive<c10d::ProcessGroup>(impl_->store, impl_->rank, impl_->size);
+    impl_->wrapper = c10::make_intrusive<c10d::ProcessGroup>(impl_->store, rank_, size_);
 #if defined(WAVETRAIN_WITH_CUDA)
     if (impl_->nccl) {
-      pg->setDefaultBackend(Type::NCCL);
-      pg->setBackend(c10::DeviceType::CUDA, Type::NCCL, impl_->nccl);
-      impl_->wrapper = pg;
-      return pg;
+      impl_->wrapper->setDefaultBackend(Type::NCCL);
+      impl_->wrapper->setBackend(c10::DeviceType::CUDA, Type::NCCL, impl_->nccl);
+      return impl_->wrapper;
     }
 #endif
-    pg->setDefaultBackend(Type::GLOO);
-    pg->setBackend(c10::DeviceType::CPU, Type::GLOO, impl_->gloo);
-    impl_->wrapper = pg;
+    impl_->wrapper->setDefaultBackend(Type::GLOO);
+    impl_->wrapper->setBackend(c10::DeviceType::CPU, Type::GLOO, impl_->gloo);
   }
   return impl_->wrapper;
 #else  // 1.13: the backends are c10d::ProcessGroup themselves

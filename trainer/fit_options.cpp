@@ -14,7 +14,6 @@
 #include "trainer/progress.h"
 #include "trainer/scaled_adam.h"
 #include "trainer/task.h"
-#include "trainer/torch_compat.h"
 
 namespace wavetrain {
 namespace {
@@ -164,13 +163,8 @@ FitOptions FitOptions::from(const config::Config& cfg) {
     throw config::ConfigError("trainer.ddp_bucket_mb=" + config::format_float(o.ddp_bucket_mb) + " (" +
                               cfg.value("trainer.ddp_bucket_mb").origin().str() + "): expected MiB in (0, 4096]");
   o.ddp_engine = cfg.get_string("trainer.ddp_engine", "auto");
-  if (o.ddp_engine != "auto" && o.ddp_engine != "reducer" && o.ddp_engine != "hooks")
-    throw config::ConfigError("trainer.ddp_engine=" + o.ddp_engine + " (" + cfg.value("trainer.ddp_engine").origin().str() +
-                              "): expected auto, reducer (c10d's, in builds that ship it) or hooks");
-  if (o.ddp_engine == "reducer" && !c10d_reducer_built())
-    throw config::ConfigError("trainer.ddp_engine=reducer (" + cfg.value("trainer.ddp_engine").origin().str() +
-                              "): this build's LibTorch " + compat::torch_version() +
-                              " does not ship c10d's Reducer headers (the PyPI torch 2.11+ build does); use auto or hooks");
+  if (const std::string problem = gradient_sync_engine_problem(o.ddp_engine); !problem.empty())
+    throw config::ConfigError("trainer.ddp_engine=" + o.ddp_engine + " (" + cfg.value("trainer.ddp_engine").origin().str() + "): " + problem);
   o.ddp_find_unused_parameters = cfg.get_bool("trainer.ddp_find_unused_parameters", false);
   o.monitor = cfg.get_string("trainer.monitor", "");
   o.mode = cfg.get_string("trainer.mode", "min");

@@ -48,8 +48,12 @@ struct GradientSyncOptions {
 // True when this build has the reducer engine.
 bool c10d_reducer_built();
 
+// What is wrong with `engine` as a trainer.ddp_engine in this build (not a name, or the reducer where
+// it is not built); empty when it can be used.
+std::string gradient_sync_engine_problem(const std::string& engine);
+
 // `params`: the trainable parameters, on the group's device; `names`: theirs, for error messages
-// (may be empty). Throws std::invalid_argument for engine=reducer in a build without it.
+// (may be empty). Throws std::invalid_argument for an engine with a problem (above).
 std::unique_ptr<GradientSync> make_gradient_sync(ProcessGroup& group, std::vector<at::Tensor> params,
                                                  std::vector<std::string> names, const GradientSyncOptions& options);
 
