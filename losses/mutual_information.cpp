@@ -105,6 +105,9 @@ struct MutualInformationFunction : public torch::autograd::Function<MutualInform
       py_grad = at::Tensor();
     }
     ctx->save_for_backward({px_grad, py_grad});
+    // The outputs px_grad and py_grad never get a gradient; without this, autograd would make a
+    // zero tensor of each one's size for every backward (a tenth of the CPU kernel's time).
+    ctx->set_materialize_grads(false);
     if (grads) {
       ctx->mark_non_differentiable({px_grad, py_grad});
       return {scores, px_grad, py_grad};
@@ -115,6 +118,7 @@ struct MutualInformationFunction : public torch::autograd::Function<MutualInform
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
     const at::Tensor scale = grads[0].reshape({-1, 1, 1});
     return {saved[0] * scale, saved[1] * scale, at::Tensor(), at::Tensor(), at::Tensor()};
   }

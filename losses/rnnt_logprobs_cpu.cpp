@@ -39,14 +39,12 @@ inline void softmax_times_impl(const T* __restrict__ x, T lse, T g, T* __restric
   for (int64_t c = 0; c < n; ++c) out[c] = exp_nonpositive(x[c] - lse) * g;
 }
 
-WAVETRAIN_VECTOR_CLONES float row_logsumexp(const float* x, int64_t n) { return row_logsumexp_impl(x, n); }
-WAVETRAIN_VECTOR_CLONES double row_logsumexp(const double* x, int64_t n) { return row_logsumexp_impl(x, n); }
-WAVETRAIN_VECTOR_CLONES void softmax_times(const float* x, float lse, float g, float* out, int64_t n) {
-  softmax_times_impl(x, lse, g, out, n);
-}
-WAVETRAIN_VECTOR_CLONES void softmax_times(const double* x, double lse, double g, double* out, int64_t n) {
-  softmax_times_impl(x, lse, g, out, n);
-}
+WAVETRAIN_VECTOR_KERNEL(float, row_logsumexp, (const float* x, int64_t n), (x, n))
+WAVETRAIN_VECTOR_KERNEL(double, row_logsumexp, (const double* x, int64_t n), (x, n))
+WAVETRAIN_VECTOR_KERNEL(void, softmax_times, (const float* x, float lse, float g, float* out, int64_t n),
+                        (x, lse, g, out, n))
+WAVETRAIN_VECTOR_KERNEL(void, softmax_times, (const double* x, double lse, double g, double* out, int64_t n),
+                        (x, lse, g, out, n))
 
 }  // namespace
 
