@@ -67,9 +67,15 @@ size_t count(const std::string& text, const std::string& what) {
 
 // A requeued job waits for its begin time (about two minutes); a cluster's admin can let it start
 // at once, and so does this loop, in the background of the test's shell, while the sweep runs.
+// It releases a job only when it was already waiting at the previous poll, a second or more after
+// the requeue: slurmctld revokes the job's credential at the requeue, and slurmd refuses a launch
+// whose credential was made in that same second ("Job credential revoked"; the job then ended
+// FAILED, and the test failed now and then under load).
 const std::string kStartRequeuedJobsAtOnce =
-    "( while sleep 1; do squeue --me --noheader --array --format='%i %r' | awk '$2 == \"BeginTime\" {print $1}' | "
-    "while read -r id; do scontrol update JobId=\"$id\" StartTime=now; done; done ) >/dev/null 2>&1 & watcher=$!; "
+    "( before=''; while sleep 1; do "
+    "waiting=$(squeue --me --noheader --array --format='%i %r' | awk '$2 == \"BeginTime\" {print $1}'); "
+    "for id in $waiting; do case \" $before \" in *\" $id \"*) scontrol update JobId=\"$id\" StartTime=now;; esac; done; "
+    "before=$(echo $waiting); done ) >/dev/null 2>&1 & watcher=$!; "
     "trap 'kill $watcher' EXIT; ";
 
 TEST(Slurm, AnArrayOfFourThrottledToTwoGivesTheResultsOfTheLocalLauncher) {
