@@ -31,36 +31,32 @@
 namespace wavetrain::losses::detail {
 namespace {
 
-// Backward over the interior cells s in [a, b] of one diagonal (a free function with restrict
-// pointers: inside Item::run GCC did not vectorise it). Cell s has occupation g = gx[s] + gy[s];
-// term1 = p1[s] + x1[s] gets the share exp(term1 - p[s]) of it and term2 the rest.
+// Backward over the interior cells s in [a, b] of one diagonal (free functions with restrict
+// pointers: inside Item::run GCC did not vectorise them): cell s has occupation g = gx[s] + gy[s];
+// term1 gets share[s] of it and term2 the rest (a NaN share sends nothing).
 template <typename T>
-inline void split_occupation_impl(const T* __restrict__ gx, const T* __restrict__ gy, const T* __restrict__ p,
-                      const T* __restrict__ p1, const T* __restrict__ x1, T* __restrict__ gx1, T* __restrict__ gy2,
-                      int64_t a, int64_t b) {
+inline void split_occupation_impl(const T* __restrict__ gx, const T* __restrict__ gy, const T* __restrict__ share,
+                                  T* __restrict__ gx1, T* __restrict__ gy2, int64_t a, int64_t b) {
   const T tiny = std::numeric_limits<T>::min();
   for (int64_t s = a; s <= b; ++s) {
     const T g = gx[s] + gy[s];
-    const T total = (p[s] - p[s] == T(0)) ? p[s] : T(0);
-    const T arg = p1[s] + x1[s] - total;
-    const T share = exp_nonpositive(arg > T(0) ? T(0) : arg);
-    const bool ok = share == share;
-    const T g1 = ok ? share * g : T(0), g2 = ok ? (T(1) - share) * g : T(0);
+    const T e = share[s];
+    const bool ok = e == e;
+    const T g1 = ok ? e * g : T(0), g2 = ok ? (T(1) - e) * g : T(0);
     // Occupations below the smallest normal number are flushed to 0: they are negligible, and
     // subnormal numbers make every later product slow (the normaliser's matmul ran 3x slower).
     gx1[s] = g1 < tiny ? T(0) : g1;
     gy2[s] = g2 < tiny ? T(0) : g2;
   }
 }
-
 WAVETRAIN_VECTOR_KERNEL(void, split_occupation,
-                        (const float* gx, const float* gy, const float* p, const float* p1, const float* x1,
-                         float* gx1, float* gy2, int64_t a, int64_t b),
-                        (gx, gy, p, p1, x1, gx1, gy2, a, b))
+                        (const float* gx, const float* gy, const float* share, float* gx1, float* gy2, int64_t a,
+                         int64_t b),
+                        (gx, gy, share, gx1, gy2, a, b))
 WAVETRAIN_VECTOR_KERNEL(void, split_occupation,
-                        (const double* gx, const double* gy, const double* p, const double* p1, const double* x1,
-                         double* gx1, double* gy2, int64_t a, int64_t b),
-                        (gx, gy, p, p1, x1, gx1, gy2, a, b))
+                        (const double* gx, const double* gy, const double* share, double* gx1, double* gy2,
+                         int64_t a, int64_t b),
+                        (gx, gy, share, gx1, gy2, a, b))
 
 // Forward over the cells s in [lo, hi] of one diagonal: out[s] = log_add(p1[s] + x1[s], p2[s] + y2[s]).
 template <typename T>
@@ -77,6 +73,49 @@ WAVETRAIN_VECTOR_KERNEL(void, log_add_row,
                          int64_t lo, int64_t hi),
                         (p1, x1, p2, y2, out, lo, hi))
 
+// The same, and the backward's share of each cell's p that came through term1: k2's rule is
+// exp(term1 - p), with a non-finite p counted as 0 and the exponent capped at 0. With
+// e = exp(-|term1 - term2|), the one log_add computes anyway, p = max + log(1 + e), so for a finite
+// p the share is 1 / (1 + e) when term1 is the larger term and e / (1 + e) otherwise: a division
+// instead of a second exp (the backward's exp was a quarter of the kernel's time). Returns whether
+// some p was not finite; those cells need k2's formula (share_where_not_finite).
+template <typename T>
+inline bool log_add_share_row_impl(const T* __restrict__ p1, const T* __restrict__ x1, const T* __restrict__ p2,
+                                   const T* __restrict__ y2, T* __restrict__ out, T* __restrict__ share, int64_t lo,
+                                   int64_t hi) {
+  const T ninf = -std::numeric_limits<T>::infinity();
+  int not_finite = 0;  // an int, not a bool: GCC vectorises an int OR reduction, not a bool one
+  for (int64_t s = lo; s <= hi; ++s) {
+    const T a = p1[s] + x1[s], b = p2[s] + y2[s];
+    const T larger = a > b ? a : b;
+    const T diff = a > b ? b - a : a - b;  // <= 0
+    const T e = exp_nonpositive(diff);
+    const T p = ((a == ninf) & (b == ninf)) ? ninf : larger + log1p_unit(e);  // log_add(a, b)
+    out[s] = p;
+    share[s] = (a > b ? T(1) : e) / (T(1) + e);
+    not_finite |= (p - p == T(0)) ? 0 : 1;
+  }
+  return not_finite != 0;
+}
+WAVETRAIN_VECTOR_KERNEL(bool, log_add_share_row,
+                        (const float* p1, const float* x1, const float* p2, const float* y2, float* out, float* share,
+                         int64_t lo, int64_t hi),
+                        (p1, x1, p2, y2, out, share, lo, hi))
+WAVETRAIN_VECTOR_KERNEL(bool, log_add_share_row,
+                        (const double* p1, const double* x1, const double* p2, const double* y2, double* out,
+                         double* share, int64_t lo, int64_t hi),
+                        (p1, x1, p2, y2, out, share, lo, hi))
+
+// k2's rule where p is not finite (-inf where no path reaches a cell; +inf or NaN from such input).
+template <typename T>
+void share_where_not_finite(const T* p1, const T* x1, const T* out, T* share, int64_t lo, int64_t hi) {
+  for (int64_t s = lo; s <= hi; ++s) {
+    if (out[s] - out[s] == T(0)) continue;
+    const T arg = p1[s] + x1[s];  // term1 - 0
+    share[s] = exp_nonpositive(arg > T(0) ? T(0) : arg);
+  }
+}
+
 // One item. px [S][T1] (T1 = T + 1 regular, T modified) and py [S+1][T] rows of this item.
 template <typename T>
 struct Item {
@@ -84,7 +123,7 @@ struct Item {
   bool modified;
   int64_t sb, tb, se, te;   // box
   int64_t Sb, Tb, D, W;     // box sizes, number of diagonals (0 .. Sb + Tb), row width (Sb + 2)
-  std::vector<T> X, Y, P, GX, GY;
+  std::vector<T> X, Y, P, E, GX, GY;  // E: each cell's term1 share
 
   // Row d (-1 .. D-1), column s' (-1 .. Sb).
   int64_t at(int64_t d, int64_t s) const { return (d + 1) * W + (s + 1); }
@@ -101,6 +140,8 @@ struct Item {
     X.assign(n, T(0));
     Y.assign(n, T(0));
     P.assign(n, ninf);
+    // E is read only where the forward wrote it.
+    if (grads && E.size() < n) E.resize(n);
     // px entries used in the box: rows s in [sb, se), columns t in [tb, te] (regular) or [tb, te)
     // (modified: cell (s+1, t+1) reads px[s][t]).
     // Copied diagonal by diagonal: the writes are contiguous and the strided reads touch one cache
@@ -118,13 +159,19 @@ struct Item {
     for (int64_t d = 1; d < D; ++d) {
       const int64_t lo = d - Tb > 0 ? d - Tb : 0, hi = d < Sb ? d : Sb;
       // p1[s'] = P[d-back][s'-1], x1 likewise; p2[s'] = P[d-1][s'], y2 likewise.
-      log_add_row(&P[at(d - back, -1)], &X[at(d - back, -1)], &P[at(d - 1, 0)], &Y[at(d - 1, 0)], &P[at(d, 0)], lo, hi);
+      const T *p1 = &P[at(d - back, -1)], *x1 = &X[at(d - back, -1)], *p2 = &P[at(d - 1, 0)], *y2 = &Y[at(d - 1, 0)];
+      T* out = &P[at(d, 0)];
+      if (!grads) {
+        log_add_row(p1, x1, p2, y2, out, lo, hi);
+      } else if (log_add_share_row(p1, x1, p2, y2, out, &E[at(d, 0)], lo, hi)) {
+        share_where_not_finite(p1, x1, out, &E[at(d, 0)], lo, hi);
+      }
     }
     *score = P[at(D - 1, Sb)];
     if (!grads) return;
 
-    // Backward: occupation G of each cell, split between its two predecessors in proportion
-    // exp(term - p) (k2's rule: a non-finite p counts as 0, and a non-finite share sends nothing).
+    // Backward: occupation G of each cell, split between its two predecessors by the shares E the
+    // forward computed (k2's rule, exp(term - p); a non-finite share sends nothing).
     // The first row (s' = 0) sends everything through py, the first column through px (regular)
     // or nothing (modified), as k2's edge loops do.
     GX.assign(n, T(0));
@@ -134,16 +181,13 @@ struct Item {
     GY[at(D - 1, Sb)] = T(1);
     for (int64_t d = D - 1; d >= 1; --d) {
       const int64_t lo = d - Tb > 0 ? d - Tb : 0, hi = d < Sb ? d : Sb;
-      const T* __restrict__ p1 = &P[at(d - back, -1)];
-      const T* __restrict__ x1 = &X[at(d - back, -1)];
-      const T* __restrict__ p = &P[at(d, 0)];
       const T* __restrict__ gx = &GX[at(d, 0)];
       const T* __restrict__ gy = &GY[at(d, 0)];
       T* __restrict__ gx1 = &GX[at(d - back, -1)];  // gx1[s'] = GX[d-back][s'-1]: px entry of term1
       T* __restrict__ gy2 = &GY[at(d - 1, 0)];      // gy2[s'] = GY[d-1][s']: py entry of term2
       // Interior cells: s' in [max(lo, 1), min(hi, d - 1)] (not on the first row or column).
       const int64_t a = lo > 1 ? lo : 1, b = hi < d - 1 ? hi : d - 1;
-      split_occupation(gx, gy, p, p1, x1, gx1, gy2, a, b);
+      split_occupation(gx, gy, &E[at(d, 0)], gx1, gy2, a, b);
       if (lo == 0 && d <= Tb) {  // first row, cell (0, d): everything through py
         gy2[0] = gx[0] + gy[0];
       }
