@@ -66,6 +66,10 @@ namespace detail {
 // writes every entry).
 void mutual_information_cpu(const at::Tensor& px, const at::Tensor& py, const at::Tensor& boundary, at::Tensor& scores,
                             at::Tensor& px_grad, at::Tensor& py_grad);
+// The CPU kernels of losses/ (this one and the pruned log-probabilities) run an AVX2 + FMA build
+// where the CPU has both; on: the baseline ISA's build instead, everywhere, until turned off (tests
+// compare the two).
+void force_baseline_vector_kernels(bool on);
 void mutual_information_portable(const at::Tensor& px, const at::Tensor& py, const at::Tensor& boundary,
                                  at::Tensor& scores, at::Tensor& px_grad, at::Tensor& py_grad);
 #ifdef WAVETRAIN_LOSSES_WITH_CUDA

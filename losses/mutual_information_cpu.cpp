@@ -20,6 +20,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -29,6 +30,24 @@
 #include "losses/vector_math.h"
 
 namespace wavetrain::losses::detail {
+
+namespace {
+std::atomic<bool> baseline_forced{false};
+}  // namespace
+
+bool vector_kernels_use_avx2() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return has && !baseline_forced.load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
+void force_baseline_vector_kernels(bool on) { baseline_forced.store(on, std::memory_order_relaxed); }
+
 namespace {
 
 // Backward over the interior cells s in [a, b] of one diagonal (free functions with restrict
@@ -212,13 +231,16 @@ struct Item {
   // the line's element count), hides that.
   static constexpr int64_t kLine = 64 / sizeof(T);
   static void prefetch_rows(const T* row0, int64_t stride, int64_t d, int64_t lo, int64_t hi, bool write) {
+    // The address is made as an integer: it may lie past the tensor, which a pointer may not.
+    const auto origin = reinterpret_cast<std::uintptr_t>(row0);
     // Rows s with (d - s) % kLine == 0, from the first such s >= lo.
     for (int64_t s = lo + ((d - lo) % kLine); s <= hi; s += kLine) {
-      const T* at_line = row0 + s * stride + (d - s) + 2 * kLine;
+      const auto offset = static_cast<std::uintptr_t>((s * stride + (d - s) + 2 * kLine) * int64_t{sizeof(T)});
+      const void* line = reinterpret_cast<const void*>(origin + offset);
       if (write)
-        __builtin_prefetch(at_line, 1);
+        __builtin_prefetch(line, 1);
       else
-        __builtin_prefetch(at_line, 0);
+        __builtin_prefetch(line, 0);
     }
   }
 

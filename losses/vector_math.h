@@ -18,18 +18,14 @@
 // NAME_impl(ARGS) compiled both ways.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(WAVETRAIN_NO_VECTOR_CLONES)
 namespace wavetrain::losses::detail {
-inline bool cpu_has_avx2_fma() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return has;
-}
+// Whether the CPU has AVX2 and FMA and the baseline is not forced (force_baseline_vector_kernels,
+// mutual_information.h); defined in mutual_information_cpu.cpp.
+bool vector_kernels_use_avx2();
 }  // namespace wavetrain::losses::detail
 #define WAVETRAIN_VECTOR_KERNEL(RET, NAME, PARAMS, ARGS)                                   \
   __attribute__((target("avx2,fma"))) RET NAME##_avx2_fma PARAMS { return NAME##_impl ARGS; } \
   RET NAME##_baseline PARAMS { return NAME##_impl ARGS; }                                  \
-  RET NAME PARAMS { return cpu_has_avx2_fma() ? NAME##_avx2_fma ARGS : NAME##_baseline ARGS; }
+  RET NAME PARAMS { return vector_kernels_use_avx2() ? NAME##_avx2_fma ARGS : NAME##_baseline ARGS; }
 #else
 #define WAVETRAIN_VECTOR_KERNEL(RET, NAME, PARAMS, ARGS) \
   RET NAME PARAMS { return NAME##_impl ARGS; }
