@@ -13,6 +13,8 @@
 //   X[d][s']   px of (s', d - s') (regular: term1 of cell (s'+1, t') reads X[d][s'] with d = s'+t'),
 //              0 where px has no entry for it, so that -inf + X stays -inf
 //   Y[d][s']   py of (s', d - s'); term2 of cell (s', t'+1) reads Y[d][s']
+//   E[d][s']   the share of cell (s', d - s')'s p that came through term1, k2's exp(term1 - p),
+//              made by the forward for the backward's split (log_add_share_row)
 //   GX, GY     the gradients of X and Y. Every cell except the last sends its occupation to its
 //              successors through exactly one px and one py entry, both stored at the cell's own
 //              position, so the occupation of cell (s', t') is GX[d][s'] + GY[d][s'].
