@@ -22,7 +22,6 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -32,23 +31,6 @@
 #include "losses/vector_math.h"
 
 namespace wavetrain::losses::detail {
-
-namespace {
-std::atomic<bool> baseline_forced{false};
-}  // namespace
-
-bool vector_kernels_use_avx2() {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return has && !baseline_forced.load(std::memory_order_relaxed);
-#else
-  return false;
-#endif
-}
-void force_baseline_vector_kernels(bool on) { baseline_forced.store(on, std::memory_order_relaxed); }
 
 namespace {
 
@@ -251,8 +233,6 @@ struct Item {
     if (rows == 0 || cols == 0) return;
     for (int64_t d = 0; d + 1 < rows + cols; ++d) {
       const int64_t lo = d - cols + 1 > 0 ? d - cols + 1 : 0, hi = d < rows - 1 ? d : rows - 1;
-      // Lines past a row's end may belong to the next row or lie past the tensor: a prefetch of
-      // any address is harmless (it never faults).
       prefetch_rows(src, stride, d, lo, hi, false);
       T* out = dst + at(d, 0);
       const T* in = src + d;  // src[s * stride + d - s]

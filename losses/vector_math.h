@@ -19,7 +19,7 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(WAVETRAIN_NO_VECTOR_CLONES)
 namespace wavetrain::losses::detail {
 // Whether the CPU has AVX2 and FMA and the baseline is not forced (force_baseline_vector_kernels,
-// mutual_information.h); defined in mutual_information_cpu.cpp.
+// mutual_information.h); defined in vector_math.cpp.
 bool vector_kernels_use_avx2();
 }  // namespace wavetrain::losses::detail
 #define WAVETRAIN_VECTOR_KERNEL(RET, NAME, PARAMS, ARGS)                                   \
