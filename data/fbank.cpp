@@ -20,6 +20,25 @@ constexpr double kEpsilon = 1.1920928955078125e-07;
 
 double mel_scale(double hz) { return 1127.0 * std::log(1.0 + hz / 700.0); }
 
+// The mel scale and its inverse on float32 tensors, as torchaudio computes them (the warped banks
+// round as its do).
+at::Tensor mel_of(const at::Tensor& hz) { return 1127.0 * (1.0 + hz / 700.0).log(); }
+at::Tensor hz_of_mel(const at::Tensor& mel) { return 700.0 * ((mel / 1127.0).exp() - 1.0); }
+
+// Kaldi's VTLN warp of frequencies f (Hz) for the band [low, high] (validate() checked the rest):
+// F(f) = f / factor between the inflection points l = vtln_low max(1, factor) and
+// h = vtln_high min(1, factor), straight lines from (low, low) to (l, F(l)) and from (h, F(h)) to
+// (high, high), and F(f) = f outside the band. Continuous and increasing, so triangles keep their
+// corners in order.
+at::Tensor vtln_warp_hz(const at::Tensor& f, double low, double high, double vtln_low, double vtln_high, double factor) {
+  const double l = vtln_low * std::max(1.0, factor), h = vtln_high * std::min(1.0, factor);
+  const double scale = 1.0 / factor;
+  const double scale_left = (scale * l - low) / (l - low), scale_right = (high - scale * h) / (high - h);
+  at::Tensor out = at::where(f < h, scale * f, high + scale_right * (f - high));
+  out = at::where(f < l, low + scale_left * (f - low), out);
+  return at::where((f < low) | (f > high), f, out);
+}
+
 int64_t next_power_of_two(int64_t x) {
   int64_t p = 1;
   while (p < x) p <<= 1;
@@ -128,6 +147,16 @@ void FbankOptions::validate() const {
     bad("needs 0 <= low_freq < high_freq <= Nyquist (" + std::to_string(nyquist) + " Hz); got low_freq " +
         std::to_string(low_freq) + ", high_freq " + std::to_string(high_freq) + " (" + std::to_string(high) + " Hz)");
   if (energy_floor < 0.0) bad("energy_floor must be >= 0, got " + std::to_string(energy_floor));
+  if (!(vtln_warp > 0.0 && std::isfinite(vtln_warp))) bad("vtln_warp must be a positive factor, got " + std::to_string(vtln_warp));
+  if (vtln_warp != 1.0) {
+    // Kaldi's conditions: both inflection points inside the band, whatever the factor.
+    const double vh = vtln_high < 0.0 ? vtln_high + nyquist : vtln_high;
+    const double l = vtln_low * std::max(1.0, vtln_warp), h = vh * std::min(1.0, vtln_warp);
+    if (!(low_freq < vtln_low && vtln_low < high && 0.0 < vh && vh < high && vtln_low < vh && l > low_freq && h < high && l < h))
+      bad("needs low_freq < vtln_low < vtln_high < high_freq (the warp's inflection points inside the band); got vtln_low " +
+          std::to_string(vtln_low) + ", vtln_high " + std::to_string(vtln_high) + " (" + std::to_string(vh) + " Hz), low_freq " +
+          std::to_string(low_freq) + ", high_freq " + std::to_string(high) + " Hz, vtln_warp " + std::to_string(vtln_warp));
+  }
   static const char* kWindows[] = {"povey", "hanning", "hamming", "rectangular", "blackman"};
   if (std::find(std::begin(kWindows), std::end(kWindows), window_type) == std::end(kWindows))
     bad("window_type '" + window_type + "' is not one of povey, hanning, hamming, rectangular, blackman");
@@ -164,14 +193,30 @@ std::pair<at::Tensor, at::Tensor> kaldi_mel_banks(const FbankOptions& o) {
   // moved a log-mel value by up to 2e-4 where a strong partial sits on a narrow low-frequency
   // triangle; the same ops (and LibTorch's vectorised log) give the same weights bit for bit.
   const at::Tensor bin = at::arange(bins, at::kLong).unsqueeze(1);
-  const at::Tensor left = mel_low + bin * delta;                // float32 [bins][1]
-  const at::Tensor centre = mel_low + (bin + 1.0) * delta;
-  const at::Tensor right = mel_low + (bin + 2.0) * delta;
+  at::Tensor left = mel_low + bin * delta;                // float32 [bins][1]
+  at::Tensor centre = mel_low + (bin + 1.0) * delta;
+  at::Tensor right = mel_low + (bin + 2.0) * delta;
+  if (o.vtln_warp != 1.0) {
+    // Each triangle's corners move to mel(F(f)) for their frequency f (F: the warp of fbank.h).
+    const double vtln_high = o.vtln_high < 0.0 ? o.vtln_high + nyquist : o.vtln_high;
+    auto warp = [&](const at::Tensor& m) { return mel_of(vtln_warp_hz(hz_of_mel(m), o.low_freq, high, o.vtln_low, vtln_high, o.vtln_warp)); };
+    left = warp(left);
+    centre = warp(centre);
+    right = warp(right);
+  }
   const at::Tensor mel = (1127.0 * (1.0 + width * at::arange(static_cast<double>(fft_bins), at::kFloat) / 700.0).log()).unsqueeze(0);
   const at::Tensor up = (mel - left) / (centre - left), down = (right - mel) / (right - centre);
-  const at::Tensor banks = at::clamp_min(at::minimum(up, down), 0.0).to(at::kDouble);
+  at::Tensor banks;
+  if (o.vtln_warp == 1.0) {
+    banks = at::clamp_min(at::minimum(up, down), 0.0);
+  } else {
+    // The rising edge where left < mel <= centre, the falling one where centre < mel < right: a
+    // warp keeps the corners in order, but a triangle squeezed to under one bin must not get the
+    // min of two slopes that both exceed 1.
+    banks = at::where((mel > left) & (mel <= centre), up, at::where((mel > centre) & (mel < right), down, at::zeros_like(up)));
+  }
   const at::Tensor centres = (700.0 * ((centre.squeeze(1).to(at::kDouble) / 1127.0).exp() - 1.0));
-  return {banks, centres};
+  return {banks.to(at::kDouble), centres};
 }
 
 at::Tensor fbank(const at::Tensor& waveform_in, const FbankOptions& o, std::optional<at::Generator> generator) {
@@ -295,16 +340,24 @@ std::vector<at::Tensor> fbank(const std::vector<at::Tensor>& waveforms, const Fb
 }
 
 std::vector<at::Tensor> fbank(const std::vector<at::Tensor>& waveforms, const FbankOptions& options,
-                              const std::vector<uint64_t>& dither_seeds) {
+                              const std::vector<uint64_t>& dither_seeds, const std::vector<double>& vtln_warps) {
   options.validate();
   if (dither_seeds.size() != waveforms.size())
     throw std::invalid_argument("fbank: " + std::to_string(dither_seeds.size()) + " dither seeds for " +
                                 std::to_string(waveforms.size()) + " waveforms");
+  if (!vtln_warps.empty() && vtln_warps.size() != waveforms.size())
+    throw std::invalid_argument("fbank: " + std::to_string(vtln_warps.size()) + " VTLN warp factors for " +
+                                std::to_string(waveforms.size()) + " waveforms");
+  std::vector<FbankOptions> each(vtln_warps.size(), options);
+  for (size_t i = 0; i < each.size(); ++i) {
+    each[i].vtln_warp = vtln_warps[i];
+    each[i].validate();  // before the threads: an invalid factor is named here, not inside parallel_for
+  }
   std::vector<at::Tensor> out(waveforms.size());
   at::parallel_for(0, static_cast<int64_t>(waveforms.size()), 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       at::Generator g = at::detail::createCPUGenerator(dither_seeds[static_cast<size_t>(i)]);
-      out[static_cast<size_t>(i)] = fbank(waveforms[static_cast<size_t>(i)], options, g);
+      out[static_cast<size_t>(i)] = fbank(waveforms[static_cast<size_t>(i)], each.empty() ? options : each[static_cast<size_t>(i)], g);
     }
   });
   return out;

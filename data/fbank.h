@@ -10,8 +10,15 @@
 // signal at both ends as Kaldi does ([2, 1, 0 | 0, 1, 2 ...]).
 //
 // torchaudio's defaults are used here; Kaldi's own differ in two places, dither (1.0 in Kaldi) and
-// energy_floor (0.0 in Kaldi): FbankOptions::kaldi() gives those. VTLN warping is not implemented
-// (warp factor 1).
+// energy_floor (0.0 in Kaldi): FbankOptions::kaldi() gives those.
+//
+// VTLN warping (vtln_warp != 1) moves the mel triangles along the frequency axis with Kaldi's
+// piecewise-linear warp: F(f) = f / vtln_warp between two inflection points set by vtln_low and
+// vtln_high, and straight lines from there to F(low_freq) = low_freq and F(high_freq) = high_freq,
+// so the band's ends stay where they are. A factor above 1 moves the triangles down in frequency: a
+// formant then shows where a higher one would unwarped, as with a shorter vocal tract. Training draws a factor per utterance (vocal tract
+// length perturbation, Jaitly and Hinton 2013): the voices a model hears vary in formant positions
+// more than the training speakers do.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -44,6 +51,9 @@ struct FbankOptions {
   bool use_energy = false;
   bool use_log_fbank = true;
   bool use_power = true;
+  double vtln_low = 100.0;     // Hz: the warp's lower inflection point (for a factor of 1)
+  double vtln_high = -500.0;   // Hz; < 0 is an offset from Nyquist: its upper inflection point
+  double vtln_warp = 1.0;      // the warp factor; 1 = no warp
   std::string window_type = "povey";  // povey, hanning, hamming, rectangular, blackman
 
   static FbankOptions kaldi();  // Kaldi's compute-fbank-feats defaults: dither 1, energy_floor 0
@@ -65,9 +75,10 @@ at::Tensor fbank(const at::Tensor& waveform, const FbankOptions& options = {},
 // Several utterances, in parallel over them.
 std::vector<at::Tensor> fbank(const std::vector<at::Tensor>& waveforms, const FbankOptions& options = {});
 // The same, each utterance's dither drawn from its own CPU generator seeded by dither_seeds[i], so
-// a batch's features do not depend on the batch around them or on the thread count.
+// a batch's features do not depend on the batch around them or on the thread count; with
+// vtln_warps (empty, or one per waveform) utterance i's features are warped by vtln_warps[i].
 std::vector<at::Tensor> fbank(const std::vector<at::Tensor>& waveforms, const FbankOptions& options,
-                              const std::vector<uint64_t>& dither_seeds);
+                              const std::vector<uint64_t>& dither_seeds, const std::vector<double>& vtln_warps = {});
 
 // The stages of one frame (snip_edges=true, no dither), for tests against torchaudio's: the raw
 // samples, after DC removal, the raw log energy, after pre-emphasis, after the window, and the
@@ -80,7 +91,7 @@ struct FbankFrameStages {
 FbankFrameStages fbank_frame_stages(const at::Tensor& waveform, const FbankOptions& options, int64_t frame);
 
 // The mel filterbank fbank uses: float64 [num_mel_bins][padded_window_size / 2] (Kaldi's
-// triangles, without the Nyquist column) and the centre frequencies in Hz.
+// triangles, warped by vtln_warp, without the Nyquist column) and the centre frequencies in Hz.
 std::pair<at::Tensor, at::Tensor> kaldi_mel_banks(const FbankOptions& options);
 
 // The frame window: float64 [window_size].

@@ -177,6 +177,32 @@ TEST(AsrAugment, RoomResponseDecaysByItsRt60AndConvolutionIsTheDirectSum) {
   }
 }
 
+// VTLP: off leaves every utterance unwarped; on, the factors are seeded, inside the range, spread
+// over it, and drawn for about the given share of utterances.
+TEST(AsrAugment, VtlpFactorsAreSeededAndInRange) {
+  asr::WaveAugmentOptions o = asr::WaveAugmentOptions::from(config_of("asr:\n  augment:\n    vtlp: 0.5\n    vtlp_min: 0.85\n    vtlp_max: 1.15\n"));
+  EXPECT_EQ(o.vtlp_prob, 0.5);
+  EXPECT_FALSE(o.any());  // a feature warp: the waveform is not touched
+  int warped = 0, low = 0, high = 0;
+  for (uint64_t seed = 0; seed < 2000; ++seed) {
+    const double f = asr::vtlp_factor(o, seed);
+    EXPECT_EQ(f, asr::vtlp_factor(o, seed));
+    if (f == 1.0) continue;
+    ++warped;
+    EXPECT_GE(f, 0.85);
+    EXPECT_LE(f, 1.15);
+    low += f < 0.9;
+    high += f > 1.1;
+  }
+  EXPECT_NEAR(warped, 1000, 100);
+  EXPECT_NEAR(low, warped / 6, 60);  // a sixth of the range at each end
+  EXPECT_NEAR(high, warped / 6, 60);
+  o.vtlp_prob = 0;
+  for (uint64_t seed = 0; seed < 100; ++seed) EXPECT_EQ(asr::vtlp_factor(o, seed), 1.0);
+  EXPECT_THROW(asr::WaveAugmentOptions::from(config_of("asr:\n  augment:\n    vtlp_min: 0.5\n")), std::exception);
+  EXPECT_THROW(asr::WaveAugmentOptions::from(config_of("asr:\n  augment:\n    vtlp_min: 1.2\n    vtlp_max: 1.1\n")), std::exception);
+}
+
 TEST(AsrAugment, OptionsComeFromTheConfigAndBadOnesNameTheirKey) {
   const asr::WaveAugmentOptions o = asr::WaveAugmentOptions::from(config_of(
       "asr:\n  augment:\n    noise: 0.5\n    snr_min: 0\n    snr_max: 20\n    noise_types: [white]\n    silence: 1\n    band_limit: 0.25\n"));

@@ -79,6 +79,9 @@ FbankOptions options_from(const nlohmann::json& kwargs) {
     else if (key == "use_log_fbank") o.use_log_fbank = v;
     else if (key == "use_power") o.use_power = v;
     else if (key == "window_type") o.window_type = v;
+    else if (key == "vtln_low") o.vtln_low = v;
+    else if (key == "vtln_high") o.vtln_high = v;
+    else if (key == "vtln_warp") o.vtln_warp = v;
     else ADD_FAILURE() << "unknown option " << key;
   }
   return o;
@@ -149,6 +152,62 @@ TEST(Fbank, MatchesTorchaudioOnRandomOptions) {
     EXPECT_LE(err, 1e-3) << c["options"].dump();
   }
   EXPECT_EQ(cases, 12);
+}
+
+// VTLN: the warped triangles and features against torchaudio's get_mel_banks and fbank, for warp
+// factors 0.8-1.25 with the cut-offs and the band varied (tests/python/torchaudio_fbank_vtln.py).
+TEST(Fbank, VtlnWarpMatchesTorchaudio) {
+  const std::string out = wavetrain::testing::python_output("torchaudio_fbank_vtln.py");
+  if (out.empty()) GTEST_SKIP() << WAVETRAIN_TEST_PYTHON << " cannot import torchaudio: install Debian's python3-torchaudio";
+  std::istringstream lines(out);
+  int cases = 0;
+  for (std::string line; std::getline(lines, line); ++cases) {
+    const nlohmann::json c = nlohmann::json::parse(line);
+    const FbankOptions o = options_from(c["options"]);
+    ASSERT_EQ(o.padded_window_size(), c["padded"].get<int64_t>());
+    const at::Tensor banks = kaldi_mel_banks(o).first;
+    const at::Tensor expected_banks = json_tensor(c["banks"]).view({c["banks_shape"][0], c["banks_shape"][1]});
+    ASSERT_EQ(banks.sizes(), expected_banks.sizes()) << c["options"].dump();
+    EXPECT_LE((banks - expected_banks).abs().max().item<double>(), 1e-5) << c["options"].dump();
+    FbankOptions unwarped = o;
+    unwarped.vtln_warp = 1.0;
+    EXPECT_GT((banks - kaldi_mel_banks(unwarped).first).abs().max().item<double>(), 0.1) << "the warp moved nothing";
+    const at::Tensor expected = json_tensor(c["features"]).view({c["shape"][0], c["shape"][1]});
+    const at::Tensor got = fbank(json_tensor(c["waveform"], at::kFloat), o).to(at::kDouble);
+    ASSERT_EQ(got.sizes(), expected.sizes()) << c["options"].dump();
+    EXPECT_LE(((got - expected).abs() / expected.abs().clamp_min(1.0)).max().item<double>(), 1e-3) << c["options"].dump();
+  }
+  EXPECT_EQ(cases, 8);
+}
+
+TEST(Fbank, PerUtteranceWarpsAndBadWarps) {
+  at::manual_seed(4);
+  const std::vector<at::Tensor> waves = {at::randn({16000}) * 1000, at::randn({9000}) * 1000};
+  FbankOptions o;
+  o.num_mel_bins = 80;
+  const std::vector<double> warps = {0.9, 1.1};
+  const std::vector<at::Tensor> batch = fbank(waves, o, {1, 2}, warps);
+  for (size_t i = 0; i < waves.size(); ++i) {
+    FbankOptions one = o;
+    one.vtln_warp = warps[i];
+    at::Generator g = at::detail::createCPUGenerator(i + 1);
+    EXPECT_TRUE(at::equal(batch[i], fbank(waves[i], one, g))) << i;
+  }
+  EXPECT_FALSE(at::equal(batch[0], fbank(waves, o, {1, 2})[0]));
+  EXPECT_THROW(fbank(waves, o, {1, 2}, {1.0}), std::invalid_argument);
+  FbankOptions bad = o;
+  bad.vtln_warp = 0.0;
+  EXPECT_THROW(fbank(waves[0], bad), std::invalid_argument);
+  bad.vtln_warp = 1.1;
+  bad.vtln_low = 10.0;  // below low_freq (20 Hz)
+  try {
+    fbank(waves[0], bad);
+    ADD_FAILURE() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("low_freq < vtln_low < vtln_high < high_freq"), std::string::npos) << e.what();
+  }
+  bad.vtln_warp = 1.0;  // without a warp the cut-offs are not used
+  EXPECT_NO_THROW(fbank(waves[0], bad));
 }
 
 TEST(Fbank, ShortWaveformsAndBadOptions) {

@@ -148,6 +148,7 @@ class AsrTask : public Task, public AsrEvaluation {
     const bool train = split == Split::Train;
     std::vector<at::Tensor> waves;
     std::vector<uint64_t> dither_seeds;
+    std::vector<double> warps;  // VTLP's factors (training only; none: no warp)
     const UtteranceSource others = [this](uint64_t pick) {
       return store_->field(splits_[0], "audio", items_[0][static_cast<size_t>(pick % items_[0].size())]);
     };
@@ -162,9 +163,10 @@ class AsrTask : public Task, public AsrEvaluation {
       if (!train) audio = conditioned(audio, item);
       waves.push_back(audio);
       dither_seeds.push_back(train ? seed_of(seed_, epoch_, item, 4) : seed_of(seed_, 0, item, 5));
+      if (train && augmenter_->options().vtlp_prob > 0) warps.push_back(vtlp_factor(augmenter_->options(), seed_of(seed_, epoch_, item, 9)));
     }
     // With the normalisation the model holds (a loaded checkpoint's, in evaluation).
-    std::vector<at::Tensor> feats = asr_features(waves, *model_, dither_seeds);
+    std::vector<at::Tensor> feats = asr_features(waves, *model_, dither_seeds, warps);
     int64_t max_frames = 0, max_tokens = 0;
     for (size_t k = 0; k < feats.size(); ++k) {
       const int64_t item = items_[s][static_cast<size_t>(indices[k])];
@@ -381,10 +383,10 @@ data::FbankOptions asr_fbank_options(const TransducerConfig& config) {
 }
 
 std::vector<at::Tensor> asr_features(const std::vector<at::Tensor>& waveforms, const TransducerImpl& model,
-                                     const std::vector<uint64_t>& dither_seeds) {
+                                     const std::vector<uint64_t>& dither_seeds, const std::vector<double>& vtln_warps) {
   std::vector<at::Tensor> scaled;
   for (const at::Tensor& w : waveforms) scaled.push_back(w.to(at::kFloat).view({-1}) * 32768.0);  // Kaldi's scale
-  std::vector<at::Tensor> feats = data::fbank(scaled, asr_fbank_options(model.config()), dither_seeds);
+  std::vector<at::Tensor> feats = data::fbank(scaled, asr_fbank_options(model.config()), dither_seeds, vtln_warps);
   const at::Tensor mean = model.feature_mean.to(at::kCPU), std = model.feature_std.to(at::kCPU);
   for (at::Tensor& f : feats) f = (f - mean) / std;
   return feats;
@@ -461,6 +463,9 @@ std::vector<config::KeySpec> asr_config_keys() {
           {"asr.augment.gain", Num},
           {"asr.augment.gain_min_db", Num},
           {"asr.augment.gain_max_db", Num},
+          {"asr.augment.vtlp", Num},
+          {"asr.augment.vtlp_min", Num},
+          {"asr.augment.vtlp_max", Num},
           {"asr.eval.lead_silence", Num},
           {"asr.eval.sample_rate", Num},
           {"asr.eval.noise", Str},

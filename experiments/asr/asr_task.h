@@ -46,9 +46,10 @@ TransducerConfig transducer_config_from(const config::Config& cfg, int64_t vocab
 data::FbankOptions asr_fbank_options(const TransducerConfig& config);
 // The model's input features of 16 kHz waveforms (float, [-1, 1]): that fbank, each waveform's
 // dither drawn from a generator seeded by its dither_seeds entry, then the model's CMVN
-// (feature_mean, feature_std); [frames][bins] each, on the CPU, the waveforms in parallel.
+// (feature_mean, feature_std); [frames][bins] each, on the CPU, the waveforms in parallel. With
+// vtln_warps (one per waveform; training's VTLP), each waveform's mel banks are warped by its factor.
 std::vector<at::Tensor> asr_features(const std::vector<at::Tensor>& waveforms, const TransducerImpl& model,
-                                     const std::vector<uint64_t>& dither_seeds);
+                                     const std::vector<uint64_t>& dither_seeds, const std::vector<double>& vtln_warps = {});
 
 // The tokenizer of a run: asr.tokenizer, else bpe.model beside the store asr.data.
 std::string tokenizer_path(const config::Config& cfg);

@@ -91,6 +91,9 @@ WaveAugmentOptions WaveAugmentOptions::from(const config::Config& cfg) {
     throw config::ConfigError(p + "silence_max_seconds: expected seconds in [0, 30], got " + std::to_string(o.silence_max_seconds));
   check_range(cfg, p + "snr_min", p + "snr_max", o.snr_min, o.snr_max, -20, 100);
   check_range(cfg, p + "gain_min_db", p + "gain_max_db", o.gain_min_db, o.gain_max_db, -60, 40);
+  check_probability(cfg, p + "vtlp", o.vtlp_prob);
+  // Beyond 0.7-1.4 the warp's inflection points leave a 16 kHz band (and no speaker is that far).
+  check_range(cfg, p + "vtlp_min", p + "vtlp_max", o.vtlp_min, o.vtlp_max, 0.7, 1.4);
   o.noise_dir = cfg.get_string(p + "noise_dir", "");
   if (cfg.has(p + "noise_types")) {
     const config::Node list = cfg.value(p + "noise_types");
@@ -111,6 +114,13 @@ WaveAugmentOptions WaveAugmentOptions::from(const config::Config& cfg) {
   if (o.noise_types.empty() && o.noise_prob > 0)
     throw config::ConfigError(p + "noise_types is empty (and no noise_dir), but " + p + "noise > 0");
   return o;
+}
+
+double vtlp_factor(const WaveAugmentOptions& o, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const bool on = chance(rng, o.vtlp_prob);
+  const double factor = uniform(rng, o.vtlp_min, o.vtlp_max);  // drawn either way, as apply()'s draws
+  return on ? factor : 1.0;
 }
 
 WaveAugmenter::WaveAugmenter(WaveAugmentOptions options) : options_(std::move(options)) {

@@ -11,6 +11,10 @@
 //   noise        at an SNR uniform in [snr_min, snr_max] dB against the speech's power: white, brown,
 //                babble (other training utterances summed) or, with noise_dir, the user's recordings
 //   gain         uniform in [gain_min_db, gain_max_db], then scaled down if it would clip
+// and where the features are made (asr_task.cpp):
+//   vtlp         vocal tract length perturbation: the mel triangles warped by a factor uniform in
+//                [vtlp_min, vtlp_max] (Kaldi's VTLN warp, data/fbank.h), so the formants of the
+//                few recorded training speakers move as another speaker's would
 // Every draw comes from a generator seeded by (seed, epoch, item), so a batch is the same whatever
 // the thread count and wherever a run was resumed.
 #pragma once
@@ -34,6 +38,7 @@ struct WaveAugmentOptions {
   std::vector<std::string> noise_types = {"white", "brown", "babble"};  // and "dir" with noise_dir
   std::string noise_dir;  // WAV/FLAC files (any rate, mixed to mono), searched recursively
   double gain_prob = 0.0, gain_min_db = -15, gain_max_db = 6;
+  double vtlp_prob = 0.0, vtlp_min = 0.9, vtlp_max = 1.1;  // a feature warp: not in any() or apply()
 
   // From asr.augment.* (absent keys keep the defaults above, which are all off). Throws
   // config::ConfigError naming the key for a probability outside [0, 1], an empty or reversed
@@ -41,6 +46,10 @@ struct WaveAugmentOptions {
   static WaveAugmentOptions from(const config::Config& cfg);
   bool any() const { return band_limit_prob > 0 || reverb_prob > 0 || silence_prob > 0 || noise_prob > 0 || gain_prob > 0; }
 };
+
+// The utterance's VTLN warp factor for its features: 1 (no warp) with probability 1 - vtlp_prob,
+// else uniform in [vtlp_min, vtlp_max]. seed: the utterance's (seed_of(seed, epoch, item, ...)).
+double vtlp_factor(const WaveAugmentOptions& options, uint64_t seed);
 
 // Returns `count` samples of another utterance for babble: item `pick` of the training split.
 using UtteranceSource = std::function<at::Tensor(uint64_t pick)>;
