@@ -90,6 +90,7 @@ void add_asr_commands(CLI::App& app) {
 
   struct TranscribeCommand {
     std::string model, tokenizer, output, format = "text", device = "auto";
+    int64_t avg = 1;
     std::vector<std::string> files;
     asr::TranscribeOptions options;
   };
@@ -103,6 +104,9 @@ void add_asr_commands(CLI::App& app) {
       ->check(CLI::IsMember({"greedy_search", "modified_beam_search"}))
       ->capture_default_str();
   t->add_option("--beam", tr->options.decoding.beam, "Hypotheses kept by modified beam search")->capture_default_str();
+  t->add_option("--avg", tr->avg, "Average the weights of this many epoch checkpoints ending at the model's step (as eval --avg)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}))
+      ->capture_default_str();
   t->add_option("--tokenizer", tr->tokenizer, "The tokenizer (default: the run's)");
   t->add_option("--device", tr->device, "auto, cpu, cuda, cuda:N or mps")->capture_default_str();
   // Under a second a piece is shorter than most words (the cutter would lengthen it anyway).
@@ -112,7 +116,7 @@ void add_asr_commands(CLI::App& app) {
   t->callback([tr] {
     const DeviceChoice device = choose_device(DeviceRequest::parse(tr->device), probe_availability());
     for (const std::string& w : device.warnings) std::cerr << "warning: " << w << "\n";
-    asr::Recognizer recognizer(tr->model, tr->tokenizer, device.device);
+    asr::Recognizer recognizer(tr->model, tr->tokenizer, device.device, tr->avg);
     // Every file is transcribed before anything is written: a bad file leaves no partial output.
     std::vector<asr::Transcript> transcripts;
     double audio = 0, spent = 0;

@@ -15,6 +15,7 @@
 #include "trainer/amp.h"
 #include "trainer/serialization/atomic_file.h"
 #include "trainer/checkpoint.h"
+#include "trainer/checkpoint_average.h"
 #include "trainer/config/compose.h"
 #include "trainer/config/yaml_io.h"
 #include "trainer/device.h"
@@ -32,6 +33,7 @@ struct EvalOptions {
   std::string target;
   std::vector<std::string> overrides;
   std::string split = "val";
+  int64_t avg = 1;  // > 1: the weights of that many epoch checkpoints up to the target, averaged
 };
 
 // An ASR run's config, for evaluation: a named split becomes the validation split; CMVN is not
@@ -55,16 +57,18 @@ void prepare_asr_eval_config(config::Node& tree, const std::string& split) {
 }
 
 void run_asr_eval(Task& task, const config::Config& cfg, const at::Device& device, const AmpPolicy& amp, const std::string& checkpoint,
-                  int64_t step, const std::string& run_dir) {
+                  int64_t step, const std::string& run_dir, int64_t avg) {
   namespace asr = experiments::asr;
   const auto& asr_task = dynamic_cast<const asr::AsrEvaluation&>(task);
   asr::AsrEvalOptions options;
   options.decoding = asr_task.decoding();  // decoding.* as the task read and checked them
   options.batch_size = cfg.get_int("trainer.batch_size", 32);
-  const asr::AsrEvalResult r = asr::evaluate_asr(task, device, amp, options);
+  asr::AsrEvalResult r = asr::evaluate_asr(task, device, amp, options);
+  // An average's files beside the single checkpoint's, as icefall names them (greedy_search-avg-5).
+  if (avg > 1) r.method += "-avg-" + std::to_string(avg);
   const std::vector<std::string> files = asr::write_asr_eval_files(run_dir, r);
   std::cout << checkpoint << " (step " << step << "), split " << r.split << ", " << r.method
-            << (r.method == "modified_beam_search" ? " (beam " + std::to_string(options.decoding.beam) + ")" : "") << ":\n";
+            << (options.decoding.method == "modified_beam_search" ? " (beam " + std::to_string(options.decoding.beam) + ")" : "") << ":\n";
   std::cout << asr::kaldi_wer_line(r.stats.total) << "\n";
   std::cout << std::fixed << std::setprecision(1) << "decoded " << r.audio_seconds << " s of audio in " << r.decode_seconds << " s: "
             << r.real_time_factor() << "x real time\n";
@@ -79,7 +83,14 @@ void run_eval(const EvalOptions& opt) {
   fs::path run_dir;
   if (fs::is_directory(opt.target)) run_dir = opt.target;
   else if (fs::exists(checkpoint.parent_path().parent_path() / ".wavetrain")) run_dir = checkpoint.parent_path().parent_path();
-  const TrainingState state = Checkpoint::load(checkpoint.string());
+  TrainingState state = Checkpoint::load(checkpoint.string());
+  std::string label = checkpoint.string();  // what the output and the report say was evaluated
+  if (opt.avg > 1) {
+    std::vector<std::string> used;
+    state.model = averaged_model(checkpoint.parent_path().string(), state.global_step, opt.avg, &used);
+    label = "the average of " + std::to_string(used.size()) + " checkpoints, " + fs::path(used.front()).filename().string() + " to " +
+            fs::path(used.back()).filename().string() + " (up to " + checkpoint.string() + ")";
+  }
   config::Node tree = config::load_yaml_string(state.config_yaml, checkpoint.string() + " (its config)");
   const config::Node* task_name = tree.find_path("task");
   const bool asr = task_name != nullptr && task_name->kind() == config::Node::Kind::String && task_name->string_value() == "asr";
@@ -113,7 +124,7 @@ void run_eval(const EvalOptions& opt) {
   if (asr) {
     std::optional<RunDirectory> created;  // held (with its lock) while the evaluation writes into it
     if (run_dir.empty()) run_dir = created.emplace(RunDirectory::create_for(cfg)).path();
-    run_asr_eval(*task, cfg, device.device, amp, checkpoint.string(), state.global_step, run_dir.string());
+    run_asr_eval(*task, cfg, device.device, amp, label, state.global_step, run_dir.string(), opt.avg);
     return;
   }
   const Metrics metrics = evaluate(*task, opt.split == "train" ? Split::Train : Split::Validation, device.device, amp,
@@ -123,6 +134,7 @@ void run_eval(const EvalOptions& opt) {
   if (run_dir.empty()) run_dir = created.emplace(RunDirectory::create_for(cfg)).path();
   nlohmann::json j;
   j["checkpoint"] = checkpoint.string();
+  if (opt.avg > 1) j["averaged"] = label;
   j["split"] = opt.split;
   j["global_step"] = state.global_step;
   j["overrides"] = opt.overrides;
@@ -134,7 +146,7 @@ void run_eval(const EvalOptions& opt) {
   }
   write_file_atomic(out.string(), j.dump(2) + "\n");
 
-  std::cout << checkpoint.string() << " (step " << state.global_step << "), split " << opt.split << ":\n";
+  std::cout << label << " (step " << state.global_step << "), split " << opt.split << ":\n";
   for (const auto& [k, v] : metrics) std::cout << "  " << std::left << std::setw(24) << k << config::format_float(v) << "\n";
   std::cout << "written to " << out.string() << "\n";
   if (cfg.get_string("task") == "amp") {  // amp runs also get a report a person would rather look at
@@ -151,6 +163,11 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("target", opt->target, "A run directory (its best, else last checkpoint) or a checkpoint file")->required();
   cmd->add_option("overrides", opt->overrides, "Value overrides on the run's config, e.g. trainer.batch_size=256");
   cmd->add_option("--split", opt->split, "val or train; for an ASR run, also any split of its store (test-unseen-voices)")
+      ->capture_default_str();
+  cmd->add_option("--avg", opt->avg,
+                  "Average the weights of this many epoch checkpoints (epoch=E-step=S.ckpt) ending at the target's step, "
+                  "as icefall's --avg (train with trainer.checkpoint.every_n_epochs=1)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}))
       ->capture_default_str();
   cmd->callback([opt] { run_eval(*opt); });
 }

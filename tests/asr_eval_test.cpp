@@ -140,8 +140,8 @@ class AsrEvalRun : public ::testing::Test {
     for (const std::string& args :
          {std::string("data asr-synth -o corpus --train 24 --dev 4 --test 5 --seed 4"), std::string("data asr-bpe corpus/corpus.h5 --vocab 40"),
           std::string("train +experiment=asr asr.data=corpus/corpus.h5 model.d_model=32 model.ff_dim=64 model.num_layers=1 "
-                      "model.predictor_dim=32 model.joiner_dim=32 model.subsampling_channels=8 trainer.batch_size=8 trainer.max_epochs=1 "
-                      "trainer.cpu_batch_parts=1 asr.features.cmvn_utterances=24 run.dir=run")}) {
+                      "model.predictor_dim=32 model.joiner_dim=32 model.subsampling_channels=8 trainer.batch_size=8 trainer.max_epochs=2 "
+                      "trainer.checkpoint.every_n_epochs=1 trainer.cpu_batch_parts=1 asr.features.cmvn_utterances=24 run.dir=run")}) {
       const ProcessResult r = wavetrain_in(dir_, args);
       ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.err;
     }
@@ -220,6 +220,28 @@ TEST_F(AsrEvalRun, EvalWritesIcefallsFilesThatScliteAgreesWith) {
                                                    "(greedy_search|modified_beam_search)\t\\d+\\.\\d\\d\n")))
       << summary;
   EXPECT_TRUE(fs::exists(dir_ / "run/errs-test-unseen-voices-modified_beam_search.txt"));
+}
+
+// icefall's --avg: the last epoch checkpoints' weights averaged, evaluated into files of their own;
+// asking for more than the run kept is named with the setting that keeps them.
+TEST_F(AsrEvalRun, EvalAndTranscribeAverageTheLastEpochCheckpoints) {
+  ProcessResult r = wavetrain_in(dir_, "eval run/checkpoints/last.ckpt --split test-held-out-engine --avg 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(the average of 2 checkpoints, epoch=\d+-step=3\.ckpt to epoch=\d+-step=6\.ckpt)"))) << r.out;
+  EXPECT_TRUE(fs::exists(dir_ / "run/recogs-test-held-out-engine-greedy_search-avg-2.txt"));
+  EXPECT_NE(read(dir_ / "run/wer-summary-test-held-out-engine.txt").find("greedy_search-avg-2\t"), std::string::npos);
+  EXPECT_NE(read(dir_ / "run/report.html").find("data-split='test-held-out-engine' data-method='greedy_search-avg-2'>"), std::string::npos);
+  r = wavetrain_in(dir_, "eval run/checkpoints/last.ckpt --split test-held-out-engine --avg 3");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("it has 2"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("trainer.checkpoint.every_n_epochs=1"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "run/recogs-test-held-out-engine-greedy_search-avg-3.txt"));
+  const wavetrain::data::DatasetReader store((dir_ / "corpus/corpus.h5").string());
+  wavetrain::data::write_wav((dir_ / "one.wav").string(), store.field("dev", "audio", 0).view({1, -1}), 16000,
+                             wavetrain::data::WavSubtype::kFloat32);
+  r = wavetrain_in(dir_, "transcribe run/checkpoints/last.ckpt one.wav --avg 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("last.ckpt averaged with the 1 epoch checkpoint before it"), std::string::npos) << r.err;
 }
 
 TEST_F(AsrEvalRun, BadSplitsAndOptionsAreNamedAndWriteNothing) {

@@ -15,6 +15,7 @@
 #include <fstream>
 
 #include "trainer/checkpoint.h"
+#include "trainer/checkpoint_average.h"
 #include "trainer/crc32c.h"
 #include "trainer/weights.h"
 #include "wavetrain_build_config.h"
@@ -258,6 +259,56 @@ TEST(Checkpoint, PythonOpensIt) {
       "assert c['optimizer']['state'][0]['exp_avg'].shape == (4, 3); "
       "assert c['metrics']['val/esr'] == 0.125";
   EXPECT_EQ(std::system((std::string(WAVETRAIN_TEST_PYTHON) + " -c \"" + script + "\"").c_str()), 0);
+}
+
+// Averaging the last epoch checkpoints (icefall's --avg): the right files are picked (per-epoch
+// ones only, up to the step, the newest N), floating tensors are their mean, counters the last's,
+// and a missing or mismatched checkpoint is named.
+TEST(CheckpointAverage, PicksTheLastEpochCheckpointsAndAveragesTheirWeights) {
+  const fs::path dir = fresh_dir("average");
+  const auto save = [&](const std::string& name, double value, int64_t count) {
+    TrainingState s;
+    s.model = {{"w", at::full({2, 3}, value, at::kFloat)}, {"b", at::full({3}, 2 * value, at::kDouble)},
+               {"n", at::full({}, count, at::kLong)}};
+    Checkpoint::save((dir / name).string(), s);
+  };
+  save("epoch=1-step=100.ckpt", 1.0, 1);
+  save("epoch=2-step=200.ckpt", 2.0, 2);
+  save("epoch=3-step=300.ckpt", 4.0, 3);
+  save("epoch=3-step=300-val_wer=5.0.ckpt", 100.0, 9);  // a top-k copy: not an epoch checkpoint
+  save("epoch=4-step=400.ckpt", 8.0, 4);                // past the step asked for
+  save("best.ckpt", 4.0, 3);
+  const std::vector<std::string> files = epoch_checkpoints_up_to(dir.string(), 300, 2);
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(fs::path(files[0]).filename(), "epoch=2-step=200.ckpt");
+  EXPECT_EQ(fs::path(files[1]).filename(), "epoch=3-step=300.ckpt");
+  std::vector<std::string> used;
+  const StateDict avg = averaged_model(dir.string(), 300, 3, &used);
+  ASSERT_EQ(used.size(), 3u);
+  ASSERT_EQ(avg.size(), 3u);
+  EXPECT_EQ(avg[0].first, "w");
+  EXPECT_EQ(avg[0].second.scalar_type(), at::kFloat);
+  EXPECT_TRUE(at::allclose(avg[0].second, at::full({2, 3}, 7.0 / 3.0, at::kFloat)));
+  EXPECT_DOUBLE_EQ(avg[1].second[0].item<double>(), 14.0 / 3.0);
+  EXPECT_EQ(avg[2].second.item<int64_t>(), 3);  // the last's count
+  try {
+    epoch_checkpoints_up_to(dir.string(), 300, 4);
+    ADD_FAILURE() << "no error";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("it has 3 (epoch=1-step=100.ckpt, epoch=2-step=200.ckpt, epoch=3-step=300.ckpt)"), std::string::npos) << what;
+    EXPECT_NE(what.find("trainer.checkpoint.every_n_epochs=1"), std::string::npos) << what;
+  }
+  TrainingState other;
+  other.model = {{"w", at::zeros({3, 2}, at::kFloat)}, {"b", at::zeros({3}, at::kDouble)}, {"n", at::zeros({}, at::kLong)}};
+  Checkpoint::save((dir / "epoch=5-step=500.ckpt").string(), other);
+  try {
+    averaged_model(dir.string(), 500, 2);
+    ADD_FAILURE() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("epoch=5-step=500.ckpt: w is Float [3, 2], expected Float [2, 3]"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -28,8 +28,9 @@ using plot::read_text;
 using plot::Series;
 using report_html::wav_data_url;
 
-const std::vector<std::string> kMethods = {"greedy_search", "modified_beam_search"};
-const std::vector<std::string> kColours = {"#1f77b4", "#ff7f0e"};
+// The two searches first, then any other evaluation named in the run (an average: greedy_search-avg-5).
+const std::vector<std::string> kSearches = {"greedy_search", "modified_beam_search"};
+const std::vector<std::string> kPalette = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
 
 // split -> method -> WER, from every wer-summary-{split}.txt in the run directory.
 std::map<std::string, std::map<std::string, double>> summaries(const std::string& run_dir) {
@@ -85,13 +86,19 @@ std::pair<std::string, std::string> write_asr_report(const std::string& run_dir,
                                                      const AsrEvalResult& result, const AsrEvaluation& task, const AsrReportOptions& options) {
   // WER per split and method, and per voice, over every evaluation so far.
   const auto by_split = summaries(run_dir);
+  std::vector<std::string> columns = kSearches;  // every method evaluated, the two searches first
+  for (const auto& [split, methods] : by_split)
+    for (const auto& [method, wer] : methods)
+      if (std::find(columns.begin(), columns.end(), method) == columns.end()) columns.push_back(method);
+  std::vector<std::string> colours;
+  for (size_t m = 0; m < columns.size(); ++m) colours.push_back(kPalette[m % kPalette.size()]);
   std::vector<std::string> splits;
   for (const auto& [split, methods] : by_split) splits.push_back(split);
-  std::vector<std::vector<double>> split_values(kMethods.size(), std::vector<double>(splits.size(), NAN));
-  for (size_t m = 0; m < kMethods.size(); ++m)
+  std::vector<std::vector<double>> split_values(columns.size(), std::vector<double>(splits.size(), NAN));
+  for (size_t m = 0; m < columns.size(); ++m)
     for (size_t s = 0; s < splits.size(); ++s) {
       const auto& methods = by_split.at(splits[s]);
-      if (methods.count(kMethods[m])) split_values[m][s] = methods.at(kMethods[m]);
+      if (methods.count(columns[m])) split_values[m][s] = methods.at(columns[m]);
     }
   // Per voice (the store's speaker, "engine:voice") and per engine, from every asr-eval-*.json:
   // split -> voice -> method -> (errors, words).
@@ -113,19 +120,19 @@ std::pair<std::string, std::string> write_asr_report(const std::string& run_dir,
         c.first += counts.first, c.second += counts.second;
       }
   for (const auto& [engine, methods] : engine_counts) engines.push_back(engine);
-  std::vector<std::vector<double>> engine_values(kMethods.size(), std::vector<double>(engines.size(), NAN));
-  for (size_t m = 0; m < kMethods.size(); ++m)
+  std::vector<std::vector<double>> engine_values(columns.size(), std::vector<double>(engines.size(), NAN));
+  for (size_t m = 0; m < columns.size(); ++m)
     for (size_t k = 0; k < engines.size(); ++k)
-      if (engine_counts[engines[k]].count(kMethods[m]) && engine_counts[engines[k]][kMethods[m]].second > 0)
-        engine_values[m][k] = 100.0 * engine_counts[engines[k]][kMethods[m]].first / engine_counts[engines[k]][kMethods[m]].second;
+      if (engine_counts[engines[k]].count(columns[m]) && engine_counts[engines[k]][columns[m]].second > 0)
+        engine_values[m][k] = 100.0 * engine_counts[engines[k]][columns[m]].first / engine_counts[engines[k]][columns[m]].second;
   std::vector<std::string> voices;  // of the split just evaluated
   for (const auto& [voice, methods] : by_voice[result.split]) voices.push_back(voice);
-  std::vector<std::vector<double>> voice_values(kMethods.size(), std::vector<double>(voices.size(), NAN));
-  for (size_t m = 0; m < kMethods.size(); ++m)
+  std::vector<std::vector<double>> voice_values(columns.size(), std::vector<double>(voices.size(), NAN));
+  for (size_t m = 0; m < columns.size(); ++m)
     for (size_t v = 0; v < voices.size(); ++v) {
       const auto& methods = by_voice[result.split][voices[v]];
-      if (methods.count(kMethods[m]) && methods.at(kMethods[m]).second > 0)
-        voice_values[m][v] = 100.0 * methods.at(kMethods[m]).first / methods.at(kMethods[m]).second;
+      if (methods.count(columns[m]) && methods.at(columns[m]).second > 0)
+        voice_values[m][v] = 100.0 * methods.at(columns[m]).first / methods.at(columns[m]).second;
     }
 
   // The latest evaluation: its worst utterances (most errors, then highest WER).
@@ -172,18 +179,18 @@ std::pair<std::string, std::string> write_asr_report(const std::string& run_dir,
   html << "<h1>ASR report</h1><p>Run <code>" << escape(run_dir) << "</code>, checkpoint <code>" << escape(checkpoint) << "</code> (step "
        << step << "). Device and precision: " << escape(device) << ".</p>";
   html << "<h2>Word error rate</h2><table id='wer-table'><tr><th>split</th>";
-  for (const std::string& m : kMethods) html << "<th>" << m << "</th>";
+  for (const std::string& m : columns) html << "<th>" << m << "</th>";
   html << "</tr>";
   for (size_t s = 0; s < splits.size(); ++s) {
     html << "<tr><td>" << escape(splits[s]) << "</td>";
-    for (size_t m = 0; m < kMethods.size(); ++m)
-      html << "<td class='wer' data-split='" << escape(splits[s]) << "' data-method='" << kMethods[m] << "'>"
+    for (size_t m = 0; m < columns.size(); ++m)
+      html << "<td class='wer' data-split='" << escape(splits[s]) << "' data-method='" << columns[m] << "'>"
            << (std::isfinite(split_values[m][s]) ? percent(split_values[m][s]) : "") << "</td>";
     html << "</tr>";
   }
-  html << "</table><div class='chart'>" << bar_chart("WER per split (%)", splits, kMethods, kColours, split_values, "%") << "</div>";
-  html << "<div class='chart'>" << bar_chart("WER per engine (%)", engines, kMethods, kColours, engine_values, "%") << "</div>";
-  html << "<div class='chart'>" << bar_chart("WER per voice, " + result.split + " (%)", voices, kMethods, kColours, voice_values, "%")
+  html << "</table><div class='chart'>" << bar_chart("WER per split (%)", splits, columns, colours, split_values, "%") << "</div>";
+  html << "<div class='chart'>" << bar_chart("WER per engine (%)", engines, columns, colours, engine_values, "%") << "</div>";
+  html << "<div class='chart'>" << bar_chart("WER per voice, " + result.split + " (%)", voices, columns, colours, voice_values, "%")
        << "</div>";
   html << "<h2>Latest evaluation: " << escape(result.split) << ", " << escape(result.method) << "</h2><table id='latest'>"
        << "<tr><td>WER</td><td id='latest-wer'>" << percent(100.0 * t.rate()) << "</td></tr><tr><td>Errors</td><td>" << t.errors() << " of "
@@ -210,11 +217,11 @@ std::pair<std::string, std::string> write_asr_report(const std::string& run_dir,
   std::ostringstream md;
   md << "# ASR report\n\nRun `" << run_dir << "`, checkpoint `" << checkpoint << "` (step " << step << "). Device and precision: " << device
      << ".\n\n## Word error rate\n\n| split |";
-  for (const std::string& m : kMethods) md << " " << m << " |";
+  for (const std::string& m : columns) md << " " << m << " |";
   md << "\n|---|---|---|\n";
   for (size_t s = 0; s < splits.size(); ++s) {
     md << "| " << splits[s] << " |";
-    for (size_t m = 0; m < kMethods.size(); ++m) md << " " << (std::isfinite(split_values[m][s]) ? percent(split_values[m][s]) : "") << " |";
+    for (size_t m = 0; m < columns.size(); ++m) md << " " << (std::isfinite(split_values[m][s]) ? percent(split_values[m][s]) : "") << " |";
     md << "\n";
   }
   md << "\n## Latest evaluation: " << result.split << ", " << result.method << "\n\n" << kaldi_wer_line(t) << " over " << result.results.size()

@@ -12,6 +12,7 @@
 #include "data/audio_io.h"
 #include "experiments/asr/asr_task.h"
 #include "trainer/checkpoint.h"
+#include "trainer/checkpoint_average.h"
 #include "trainer/config/config.h"
 #include "trainer/config/yaml_io.h"
 #include "trainer/weights.h"
@@ -94,9 +95,14 @@ std::vector<std::pair<int64_t, int64_t>> speech_pieces(const at::Tensor& audio, 
   return pieces;
 }
 
-Recognizer::Recognizer(const std::string& model, const std::string& tokenizer, const at::Device& device)
+Recognizer::Recognizer(const std::string& model, const std::string& tokenizer, const at::Device& device, int64_t average)
     : checkpoint_(Checkpoint::of_target(model)), device_(device) {
-  const TrainingState state = Checkpoint::load(checkpoint_);
+  TrainingState state = Checkpoint::load(checkpoint_);
+  if (average > 1) {
+    std::vector<std::string> used;
+    state.model = averaged_model(std::filesystem::path(checkpoint_).parent_path().string(), state.global_step, average, &used);
+    checkpoint_ += " averaged with the " + std::to_string(average - 1) + " epoch checkpoint" + (average > 2 ? "s" : "") + " before it";
+  }
   const config::Config cfg(config::load_yaml_string(state.config_yaml, checkpoint_ + " (its config)"));
   const std::string task = cfg.get_string("task", "");
   if (task != "asr")

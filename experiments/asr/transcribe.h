@@ -54,9 +54,11 @@ std::vector<std::pair<int64_t, int64_t>> speech_pieces(const at::Tensor& audio, 
 
 class Recognizer {
  public:
-  // model: a run directory or a checkpoint of an ASR run; tokenizer: "" for the run's own.
-  // Throws std::runtime_error naming the file for a checkpoint of another task or a missing tokenizer.
-  Recognizer(const std::string& model, const std::string& tokenizer, const at::Device& device);
+  // model: a run directory or a checkpoint of an ASR run; tokenizer: "" for the run's own;
+  // average > 1: the weights of that many epoch checkpoints up to the model's step, averaged
+  // (trainer/checkpoint_average.h). Throws std::runtime_error naming the file for a checkpoint of
+  // another task, a missing tokenizer or missing epoch checkpoints.
+  Recognizer(const std::string& model, const std::string& tokenizer, const at::Device& device, int64_t average = 1);
   Transcript transcribe(const at::Tensor& audio_16k, const TranscribeOptions& options);
   Transcript transcribe_file(const std::string& path, const TranscribeOptions& options);
   const std::string& checkpoint() const { return checkpoint_; }
