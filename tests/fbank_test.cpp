@@ -8,6 +8,7 @@
 
 #include "tests/run_process.h"
 
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -136,33 +137,37 @@ TEST(Fbank, FrameZeroIntermediates) {
   EXPECT_LE((frame0.to(at::kDouble) - json_tensor(m["frame0_logmel23_float64"])).abs().max().item<double>(), 1e-4);
 }
 
+// The cases a test-only torchaudio script prints, one JSON object a line; none when the test
+// Python cannot run it.
+std::vector<nlohmann::json> torchaudio_cases(const std::string& script) {
+  std::istringstream lines(wavetrain::testing::python_output(script));
+  std::vector<nlohmann::json> cases;
+  for (std::string line; std::getline(lines, line);) cases.push_back(nlohmann::json::parse(line));
+  return cases;
+}
+
+// wavetrain's fbank of a case's waveform against torchaudio's features: the absolute error of log
+// values, relative to the magnitude for linear (use_log_fbank=false) ones; infinite for another shape.
+double feature_error(const nlohmann::json& c, const FbankOptions& o) {
+  const at::Tensor expected = json_tensor(c["features"]).view({c["shape"][0], c["shape"][1]});
+  const at::Tensor got = fbank(json_tensor(c["waveform"], at::kFloat), o).to(at::kDouble);
+  if (got.sizes() != expected.sizes()) return INFINITY;
+  return ((got - expected).abs() / expected.abs().clamp_min(1.0)).max().item<double>();
+}
+
 TEST(Fbank, MatchesTorchaudioOnRandomOptions) {
-  const std::string out = wavetrain::testing::python_output("torchaudio_fbank.py");
-  if (out.empty()) GTEST_SKIP() << WAVETRAIN_TEST_PYTHON << " cannot import torchaudio: install Debian's python3-torchaudio";
-  std::istringstream lines(out);
-  int cases = 0;
-  for (std::string line; std::getline(lines, line); ++cases) {
-    const nlohmann::json c = nlohmann::json::parse(line);
-    const FbankOptions o = options_from(c["options"]);
-    const at::Tensor expected = json_tensor(c["features"]).view({c["shape"][0], c["shape"][1]});
-    const at::Tensor got = fbank(json_tensor(c["waveform"], at::kFloat), o).to(at::kDouble);
-    ASSERT_EQ(got.sizes(), expected.sizes()) << c["options"].dump();
-    // 1e-3 absolute on log values; relative to the magnitude for linear (use_log_fbank=false) ones.
-    const double err = ((got - expected).abs() / expected.abs().clamp_min(1.0)).max().item<double>();
-    EXPECT_LE(err, 1e-3) << c["options"].dump();
-  }
-  EXPECT_EQ(cases, 12);
+  const std::vector<nlohmann::json> cases = torchaudio_cases("torchaudio_fbank.py");
+  if (cases.empty()) GTEST_SKIP() << WAVETRAIN_TEST_PYTHON << " cannot import torchaudio: install Debian's python3-torchaudio";
+  for (const nlohmann::json& c : cases) EXPECT_LE(feature_error(c, options_from(c["options"])), 1e-3) << c["options"].dump();
+  EXPECT_EQ(cases.size(), 12u);
 }
 
 // VTLN: the warped triangles and features against torchaudio's get_mel_banks and fbank, for warp
 // factors 0.8-1.25 with the cut-offs and the band varied (tests/python/torchaudio_fbank_vtln.py).
 TEST(Fbank, VtlnWarpMatchesTorchaudio) {
-  const std::string out = wavetrain::testing::python_output("torchaudio_fbank_vtln.py");
-  if (out.empty()) GTEST_SKIP() << WAVETRAIN_TEST_PYTHON << " cannot import torchaudio: install Debian's python3-torchaudio";
-  std::istringstream lines(out);
-  int cases = 0;
-  for (std::string line; std::getline(lines, line); ++cases) {
-    const nlohmann::json c = nlohmann::json::parse(line);
+  const std::vector<nlohmann::json> cases = torchaudio_cases("torchaudio_fbank_vtln.py");
+  if (cases.empty()) GTEST_SKIP() << WAVETRAIN_TEST_PYTHON << " cannot import torchaudio: install Debian's python3-torchaudio";
+  for (const nlohmann::json& c : cases) {
     const FbankOptions o = options_from(c["options"]);
     ASSERT_EQ(o.padded_window_size(), c["padded"].get<int64_t>());
     const at::Tensor banks = kaldi_mel_banks(o).first;
@@ -172,12 +177,9 @@ TEST(Fbank, VtlnWarpMatchesTorchaudio) {
     FbankOptions unwarped = o;
     unwarped.vtln_warp = 1.0;
     EXPECT_GT((banks - kaldi_mel_banks(unwarped).first).abs().max().item<double>(), 0.1) << "the warp moved nothing";
-    const at::Tensor expected = json_tensor(c["features"]).view({c["shape"][0], c["shape"][1]});
-    const at::Tensor got = fbank(json_tensor(c["waveform"], at::kFloat), o).to(at::kDouble);
-    ASSERT_EQ(got.sizes(), expected.sizes()) << c["options"].dump();
-    EXPECT_LE(((got - expected).abs() / expected.abs().clamp_min(1.0)).max().item<double>(), 1e-3) << c["options"].dump();
+    EXPECT_LE(feature_error(c, o), 1e-3) << c["options"].dump();
   }
-  EXPECT_EQ(cases, 8);
+  EXPECT_EQ(cases.size(), 8u);
 }
 
 TEST(Fbank, PerUtteranceWarpsAndBadWarps) {

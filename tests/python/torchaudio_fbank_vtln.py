@@ -3,7 +3,7 @@
 # per line: {"options": {...}, "banks_shape": [...], "banks": [...], "waveform": [...],
 # "shape": [frames, features], "features": [...]}. The warp factors span the range training draws
 # from and beyond, on both sides of 1; the cut-offs and the band vary so that every piece of the
-# warp (below l, between l and h, above h, outside the band) holds some triangle corner.
+# warp (below l, between l and h, above h) holds some triangle corner.
 import json
 import random
 
