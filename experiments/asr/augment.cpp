@@ -92,7 +92,7 @@ WaveAugmentOptions WaveAugmentOptions::from(const config::Config& cfg) {
   check_range(cfg, p + "snr_min", p + "snr_max", o.snr_min, o.snr_max, -20, 100);
   check_range(cfg, p + "gain_min_db", p + "gain_max_db", o.gain_min_db, o.gain_max_db, -60, 40);
   check_probability(cfg, p + "vtlp", o.vtlp_prob);
-  // Beyond 0.7-1.4 the warp's inflection points leave a 16 kHz band (and no speaker is that far).
+  // Bounded to 0.7-1.4: speakers' VTLN factors lie well inside it, and a wider warp would describe no voice.
   check_range(cfg, p + "vtlp_min", p + "vtlp_max", o.vtlp_min, o.vtlp_max, 0.7, 1.4);
   o.noise_dir = cfg.get_string(p + "noise_dir", "");
   if (cfg.has(p + "noise_types")) {
