@@ -73,10 +73,12 @@ amp::AmpModel load_model_unchecked(const std::string& path) {
 }
 
 std::string preset_of(const amp::AmpModel& m) {
-  if (!m.trainable() || m.general) return "";
+  if (!m.trainable()) return "";
   if (m.wavenet) {
     // head_scale comes back from the file's float32 weights: compare it to float precision.
-    const amp::WaveNetConfig& c = m.wavenet->config();
+    const std::optional<amp::WaveNetConfig> classic = m.wavenet->classic_config();
+    if (!classic) return "";
+    const amp::WaveNetConfig& c = *classic;
     for (const std::string& p : amp::wavenet_preset_names()) {
       const amp::WaveNetConfig preset = amp::wavenet_preset(p);
       if (amp::wavenet_config_to_json(preset)["layers"] == amp::wavenet_config_to_json(c)["layers"] &&
@@ -173,8 +175,7 @@ void add_amp_commands(CLI::App& app) {
     if (!preset.empty()) cfg.set_path("model.preset", config::Node::string(preset));
     else
       cfg.set_path("model.nam_config", config::Node::string(
-                                           (m.general   ? amp::nam_wavenet_to_json(m.general->exported_spec())
-                                            : m.wavenet ? amp::wavenet_config_to_json(m.wavenet->config())
+                                           (m.wavenet   ? amp::nam_wavenet_to_json(m.wavenet->exported_spec())
                                             : m.convnet ? amp::convnet_config_to_json(m.convnet->config())
                                             : m.linear  ? amp::linear_config_to_json(m.linear->config())
                                                         : amp::lstm_config_to_json(m.lstm->config()))
@@ -183,7 +184,9 @@ void add_amp_commands(CLI::App& app) {
     cfg.set_path("nam.version", config::Node::string(m.nam_version));
     cfg.set_path("nam.metadata", config::Node::string(m.metadata.dump()));
     if (!m.nam_extra.empty()) cfg.set_path("nam.extra", config::Node::string(m.nam_extra.dump()));
-    if (!m.nam_config.is_null()) cfg.set_path("nam.config", config::Node::string(m.nam_config.dump()));
+    // A preset rebuilt from its name has no file config of its own: the file's goes apart.
+    if (m.wavenet && !preset.empty() && !m.wavenet->spec().source.is_null())
+      cfg.set_path("nam.config", config::Node::string(m.wavenet->spec().source.dump()));
     if (!m.sample_rate_in_file) cfg.set_path("nam.sample_rate_in_file", config::Node::boolean(false));
     s.config_yaml = config::to_yaml(cfg);
     Checkpoint::save(*target, s);

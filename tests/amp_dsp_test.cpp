@@ -10,7 +10,7 @@
 #include "experiments/amp/lstm.h"
 #include "experiments/amp/lstm_dsp.h"
 #include "experiments/amp/nam_dsp.h"
-#include "experiments/amp/wavenet.h"
+#include "experiments/amp/nam_wavenet_module.h"
 
 namespace {
 
@@ -132,7 +132,7 @@ TEST(AmpDsp, LstmCellEqualsLibTorchLstm) {
 }
 
 // A WaveNet of every channel count 1..64 (gated for odd counts: twice the rows) through the
-// real-time engine in 64-sample buffers equals the classic LibTorch module in float64.
+// real-time engine in 64-sample buffers equals the module's LibTorch path in float64.
 TEST(AmpDsp, WaveNetEngineEqualsLibTorchForEveryChannelCount) {
   torch::manual_seed(8);
   const int64_t n = 700;
@@ -147,7 +147,7 @@ TEST(AmpDsp, WaveNetEngineEqualsLibTorchForEveryChannelCount) {
     a.activation = channels % 3 == 0 ? "ReLU" : "Tanh";
     WaveNetConfig c;
     c.layers = {a};
-    WaveNet net(c);
+    NamWaveNet net(nam_of(c));
     {
       torch::NoGradGuard no_grad;
       for (auto& p : net->parameters()) p.uniform_(-0.4, 0.4);

@@ -63,15 +63,32 @@ TEST(AmpModels, PresetSizesAndReceptiveFields) {
   WaveNetConfig bad = wavenet_preset("nano");
   bad.layers[0].dilations[2] = 0;
   try {
-    WaveNet rejected(bad);
+    NamWaveNet rejected(nam_of(bad));
     ADD_FAILURE() << "dilation 0 accepted";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("dilation 0"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()), "WaveNet: layer array 0, layer 2 has dilation 0; dilations must be >= 1");
   }
-  // The CPU path refuses what it does not support.
+  // What the CPU kernels do not cover is said, and left to LibTorch's ops.
   WaveNetConfig gated = wavenet_preset("nano");
   gated.layers[0].gated = true;
-  EXPECT_THROW(wavenet_cpu_forward(*WaveNet(gated), at::zeros({1, 1, 5000})), std::invalid_argument);
+  std::string why;
+  EXPECT_FALSE(kernel_net_of(nam_of(gated), &why).has_value());
+  EXPECT_EQ(why, "layer array 0 has gated or blended layers");
+  EXPECT_FALSE(NamWaveNet(nam_of(gated))->cpu_kernels_cover());
+  NamWaveNetSpec a2 = nam_wavenet_preset("a2");
+  EXPECT_FALSE(kernel_net_of(a2, &why).has_value());
+  EXPECT_EQ(why, "layer array 0's head has kernel size 16");
+  a2.arrays[0].head_kernel = 1;
+  EXPECT_TRUE(kernel_net_of(a2).has_value());  // its kernel sizes 6 and 15 and LeakyReLU are covered
+  set_activation(a2, "SiLU", "");
+  EXPECT_FALSE(kernel_net_of(a2, &why).has_value());
+  EXPECT_EQ(why, "layer array 0 uses SiLU");
+  for (const char* preset : {"standard", "lite", "feather", "nano"}) EXPECT_TRUE(make_amp_model("wavenet", preset).wavenet->cpu_kernels_cover()) << preset;
+  // The kernels check the parameters they are given against the net.
+  const NamWaveNet nano(nam_of(wavenet_preset("nano")));
+  std::vector<at::Tensor> fewer = nano->ordered_parameters();
+  fewer.pop_back();
+  EXPECT_THROW(wavenet_cpu_forward(*kernel_net_of(nano->spec()), fewer, at::zeros({1, 1, 5000})), std::invalid_argument);
 }
 
 TEST(AmpModels, NamFilesRoundTrip) {
@@ -104,14 +121,14 @@ TEST(AmpModels, NamFilesRoundTrip) {
 // is built) equals what the built model exports, for every preset and a gated two-output model.
 TEST(AmpModels, WeightCountFromTheConfigEqualsTheModel) {
   for (const std::string& p : wavenet_preset_names()) {
-    const WaveNet w(wavenet_preset(p));
-    EXPECT_EQ(wavenet_weight_count(w->config()), static_cast<int64_t>(w->export_weights().size())) << p;
+    const NamWaveNet w(nam_of(wavenet_preset(p)));
+    EXPECT_EQ(wavenet_weight_count(wavenet_preset(p)), static_cast<int64_t>(w->export_weights().size())) << p;
   }
   WaveNetConfig gated = wavenet_preset("nano");
   gated.layers[0].gated = true;
   gated.layers[1].head_bias = false;
   gated.layers[1].kernel_size = 4;
-  EXPECT_EQ(wavenet_weight_count(gated), static_cast<int64_t>(WaveNet(gated)->export_weights().size()));
+  EXPECT_EQ(wavenet_weight_count(gated), static_cast<int64_t>(NamWaveNet(nam_of(gated))->export_weights().size()));
   for (const std::string& p : lstm_preset_names()) {
     const Lstm l(lstm_preset(p));
     EXPECT_EQ(lstm_weight_count(l->config()), static_cast<int64_t>(l->export_weights().size())) << p;
@@ -167,7 +184,7 @@ TEST(AmpModels, NamFilesWithAbsurdSizesAreRefused) {
   expect_refused(lstm, "config.hidden_size: expected an integer, found 1e+300");
   {  // an integral float (3.0) is a size, as NAM's own C++ reader takes it
     std::ofstream(path) << with("kernel_size", 3.0).dump();
-    EXPECT_EQ(read_nam(path).wavenet->config().layers[0].kernel_size, 3);
+    EXPECT_EQ(read_nam(path).wavenet->classic_config()->layers[0].kernel_size, 3);
   }
   expect_refused(with("activation", "RdLU"), "config.layers[0].activation: activation 'RdLU' is not supported; supported: Tanh, Fasttanh, Hardtanh, LeakyHardtanh, ReLU, LeakyReLU, PReLU, Sigmoid, SiLU, Hardswish, Softsign");
   nlohmann::json many = wavenet;
@@ -229,7 +246,7 @@ TEST(AmpModels, NeuralAmpModelersOwnLoaderGetsTheSameOutput) {
   std::vector<std::pair<std::string, AmpModel>> models;
   for (const char* preset : {"nano", "standard"}) models.emplace_back(std::string("wavenet ") + preset, make_amp_model("wavenet", preset));
   models.emplace_back("wavenet gated", make_amp_model("wavenet", "nano"));
-  models.back().second.wavenet = WaveNet(gated);
+  models.back().second.wavenet = NamWaveNet(nam_of(gated));
   for (const char* preset : {"1x12", "2x8"}) models.emplace_back(std::string("lstm ") + preset, make_amp_model("lstm", preset));
   const int64_t n = 6000;
   std::string paths;
@@ -300,15 +317,20 @@ TEST(AmpModels, ChunkedProcessingEqualsOnePass) {
 
 // The hand-written CPU forward and backward (wavenet_cpu.h) against LibTorch's conv1d path, with a
 // loss that weights every output sample differently.
-void expect_cpu_kernels_match_libtorch(WaveNet net, const std::string& name) {
+// weight_scale: the random weights' standard deviation. With ReLU-like activations keep it small:
+// at 0.3 twenty layers grow the signal ~10^4-fold, so many pre-activations lie within float32
+// rounding of the kink, and which side each lands on (in either path) moves the gradient by 1e-3.
+void expect_cpu_kernels_match_libtorch(const NamWaveNetSpec& spec, const std::string& name, double weight_scale = 0.3) {
+  NamWaveNet net(spec);
+  ASSERT_TRUE(net->cpu_kernels_cover()) << name;
   {
     torch::NoGradGuard no_grad;
     at::manual_seed(5);
-    for (at::Tensor p : net->parameters()) p.copy_(at::randn_like(p) * 0.3);
+    for (at::Tensor p : net->parameters()) p.copy_(at::randn_like(p) * weight_scale);
   }
   at::manual_seed(6);
   const at::Tensor x = at::randn({3, 1, net->receptive_field() + 700}) * 0.5;
-  const at::Tensor weights = at::randn({3, net->config().layers.back().head_size, 701});
+  const at::Tensor weights = at::randn({3, spec.arrays.back().head_size, 701});
   auto run = [&](bool kernels, at::ScalarType dtype) {
     net->to(dtype);
     net->set_cpu_kernels(kernels);
@@ -369,7 +391,7 @@ void expect_cpu_kernels_match_libtorch(WaveNet net, const std::string& name) {
 // shapes NAM's presets do not have: three arrays with kernel sizes 2, 3 and 1 and odd channel
 // counts; one array with kernel size 4 and a two-channel output.
 TEST(AmpModels, CpuKernelsMatchLibTorchForwardAndGradients) {
-  for (const std::string& preset : wavenet_preset_names()) expect_cpu_kernels_match_libtorch(WaveNet(wavenet_preset(preset)), preset);
+  for (const std::string& preset : wavenet_preset_names()) expect_cpu_kernels_match_libtorch(nam_of(wavenet_preset(preset)), preset);
   auto array = [](int64_t in, int64_t channels, int64_t head, int64_t kernel, std::vector<int64_t> dilations, bool head_bias) {
     LayerArrayConfig a;
     a.input_size = in;
@@ -382,10 +404,72 @@ TEST(AmpModels, CpuKernelsMatchLibTorchForwardAndGradients) {
   };
   WaveNetConfig three;
   three.layers = {array(1, 3, 5, 2, {1, 2, 5}, true), array(3, 5, 4, 3, {2, 1}, false), array(5, 4, 1, 1, {3, 1}, true)};
-  expect_cpu_kernels_match_libtorch(WaveNet(three), "three arrays");
+  expect_cpu_kernels_match_libtorch(nam_of(three), "three arrays");
   WaveNetConfig one;
   one.layers = {array(1, 16, 2, 4, {1, 7}, true)};
-  expect_cpu_kernels_match_libtorch(WaveNet(one), "one array, two outputs");
+  expect_cpu_kernels_match_libtorch(nam_of(one), "one array, two outputs");
+}
+
+// The activations besides Tanh, each through its derivative from the output, and a kernel size per
+// layer: A2's layers (8 channels, kernels 6 and 15, LeakyReLU 0.01) with a 1x1 head, then the
+// standard preset with ReLU and with Sigmoid, and lite's 12/6 channels (vector tiles and the plain
+// loop) with LeakyReLU of another slope.
+TEST(AmpModels, CpuKernelsMatchLibTorchForEveryActivationAndPerLayerKernelSizes) {
+  NamWaveNetSpec a2 = nam_wavenet_preset("a2");
+  a2.arrays[0].head_kernel = 1;
+  a2.arrays[0].layers.resize(17);  // through both 15-tap layers, with a shorter receptive field
+  expect_cpu_kernels_match_libtorch(a2, "A2's layers, 1x1 head", 0.1);
+  for (const char* activation : {"ReLU", "Sigmoid"}) {
+    NamWaveNetSpec s = nam_of(wavenet_preset("standard"));
+    set_activation(s, activation, "");
+    expect_cpu_kernels_match_libtorch(s, std::string("standard, ") + activation, 0.1);
+  }
+  NamWaveNetSpec lite = nam_of(wavenet_preset("lite"));
+  for (NamLayerSpec& l : lite.arrays[0].layers) l.activation = ActivationSpec{"LeakyReLU", {0.2}};
+  for (NamLayerSpec& l : lite.arrays[1].layers) l.activation = ActivationSpec{"LeakyReLU", {0.2}};
+  expect_cpu_kernels_match_libtorch(lite, "lite, LeakyReLU 0.2", 0.1);
+}
+
+// A checkpoint of the classic module this one replaced (its names, no head_scale buffer, with and
+// without DataParallel's prefix) loads into today's module, every tensor where it belongs.
+TEST(AmpModels, CheckpointsOfTheClassicModuleLoad) {
+  const WaveNetConfig c = wavenet_preset("nano");
+  NamWaveNet source(nam_of(c));
+  {
+    torch::NoGradGuard no_grad;
+    at::manual_seed(9);
+    for (at::Tensor p : source->parameters()) p.copy_(at::randn_like(p));
+  }
+  // The classic module's names, in its registration order (which is also the file's order).
+  std::vector<std::string> old_names;
+  for (size_t i = 0; i < c.layers.size(); ++i) {
+    const std::string a = "layers" + std::to_string(i) + "_";
+    old_names.push_back(a + "rechannel.weight");
+    for (size_t j = 0; j < c.layers[i].dilations.size(); ++j)
+      for (const char* t : {"conv.weight", "conv.bias", "input_mixer.weight", "1x1.weight", "1x1.bias"})
+        old_names.push_back(a + "layer" + std::to_string(j) + "_" + t);
+    old_names.push_back(a + "head_rechannel.weight");
+    if (c.layers[i].head_bias) old_names.push_back(a + "head_rechannel.bias");
+  }
+  const std::vector<at::Tensor>& tensors = source->ordered_parameters();
+  ASSERT_EQ(old_names.size(), tensors.size());
+  for (const std::string prefix : {"", "module."}) {
+    StateDict old;
+    for (size_t k = 0; k < tensors.size(); ++k) old.emplace_back(prefix + old_names[k], tensors[k].detach());
+    NamWaveNet loaded(nam_of(c));
+    const LoadReport report = load_state_dict(*loaded, old, /*strict=*/true, "old.ckpt");
+    EXPECT_TRUE(report.complete()) << prefix << report.describe();
+    for (size_t k = 0; k < tensors.size(); ++k) EXPECT_TRUE(at::equal(loaded->ordered_parameters()[k], tensors[k])) << prefix << old_names[k];
+    EXPECT_DOUBLE_EQ(loaded->head_scale(), source->head_scale());
+  }
+  // A name the classic module never had is still refused, by name.
+  StateDict wrong = {{"layers0_layer0_gate.weight", tensors[1].detach()}};
+  try {
+    load_state_dict(*NamWaveNet(nam_of(c)), wrong, /*strict=*/true, "old.ckpt");
+    ADD_FAILURE();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("unexpected keys (in the file, not in the model): layers0_layer0_gate.weight"), std::string::npos) << e.what();
+  }
 }
 
 // Every preset streams (the real-time engine) as LibTorch computes it in exact mode, in both compiled
@@ -416,8 +500,8 @@ TEST(AmpModels, StreamingEqualsExactForEveryPreset) {
 
 // What `wavetrain infer` streams with (issue 21: memory bounded for long audio): AmpStream gives
 // process()'s output bit for bit, in every mode and for every kind of model, whatever sizes the
-// input arrives in: exact through LibTorch batches (the classic WaveNet) or the engine (a general
-// WaveNet, the LSTM), stream buffers, crossfades shorter and longer than a chunk.
+// input arrives in: exact through the module in batches (a WaveNet the CPU kernels cover) or the
+// engine (A2, the LSTM), stream buffers, crossfades shorter and longer than a chunk.
 TEST(AmpModels, StreamingInPiecesEqualsProcessingTheWhole) {
   const at::Tensor x = test_signal(50000);
   const float* in = x.data_ptr<float>();

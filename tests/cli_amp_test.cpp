@@ -221,9 +221,9 @@ TEST(CliAmp, ImportExportKeepsVersionAndMetadata) {
     namespace amp = wavetrain::experiments::amp;
     amp::AmpModel m = amp::make_amp_model("wavenet", "nano");
     if (preset == "custom") {
-      amp::WaveNetConfig c = m.wavenet->config();
+      amp::WaveNetConfig c = *m.wavenet->classic_config();
       c.layers[1].kernel_size = 2;
-      m.wavenet = amp::WaveNet(c);
+      m.wavenet = amp::NamWaveNet(amp::nam_of(c));
     }
     m.metadata = metadata;
     m.nam_version = "0.5.2";
@@ -248,7 +248,7 @@ TEST(CliAmp, InferStreamsEveryModelAndSaysWhenItResamples) {
   amp::WaveNetConfig c = amp::wavenet_preset("nano");
   c.layers[0].gated = true;
   amp::AmpModel m = amp::make_amp_model("wavenet", "nano");
-  m.wavenet = amp::WaveNet(c);
+  m.wavenet = amp::NamWaveNet(amp::nam_of(c));
   amp::write_nam((dir / "gated.nam").string(), m);
   const at::Tensor x = 0.3 * at::sin(at::arange(4800, at::kFloat) * 0.05);
   wavetrain::data::write_wav((dir / "in.wav").string(), x, 48000);

@@ -59,7 +59,9 @@ std::string LoadReport::describe() const {
   return s;
 }
 
-LoadReport load_state_dict(torch::nn::Module& module, const StateDict& state, bool strict, const std::string& source) {
+LoadReport load_state_dict(torch::nn::Module& module, const StateDict& state_in, bool strict, const std::string& source) {
+  const auto* renames = dynamic_cast<const RenamesOldState*>(&module);
+  const StateDict state = renames ? renames->renamed_old_state(state_in) : state_in;
   std::map<std::string, at::Tensor> targets;
   for (auto& [name, tensor] : module_state_dict(module)) targets.emplace(name, tensor);
 

@@ -25,6 +25,16 @@ using serialization::StateDict;
 // buffers), detached; names optionally prefixed with "module.".
 StateDict module_state_dict(const torch::nn::Module& module, bool module_prefix = false);
 
+// A module whose parameter names changed between releases implements this as well (a second base
+// class): load_state_dict hands it the file's state dict first, and it returns the state under
+// today's names (with `module.` prefixes kept as found) plus any entry the old names had no
+// counterpart for, so that checkpoints written before the change still load and resume.
+class RenamesOldState {
+ public:
+  virtual ~RenamesOldState() = default;
+  virtual StateDict renamed_old_state(const StateDict& state) const = 0;
+};
+
 struct LoadReport {
   std::vector<std::string> missing;     // in the module, not in the file
   std::vector<std::string> unexpected;  // in the file, not in the module

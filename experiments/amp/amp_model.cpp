@@ -28,7 +28,7 @@ void check_options(const ProcessOptions& o) {
     throw std::invalid_argument("process: mode '" + o.mode + "' is not exact, stream or crossfade");
 }
 
-// The chunks of the classic WaveNet that go through LibTorch at once: one per thread (the CPU
+// The chunks of a WaveNet that go through LibTorch at once: one per thread (the CPU
 // kernels run a batch's items in parallel), at most 16, to bound memory.
 int64_t chunks_per_batch() { return std::clamp(at::get_num_threads(), 1, 16); }
 
@@ -50,7 +50,6 @@ void blend_lead(float* y, const float* fresh, int64_t lead) {
 
 torch::nn::Module& AmpModel::module() {
   if (wavenet) return *wavenet;
-  if (general) return *general;
   if (lstm) return *lstm;
   if (convnet) return *convnet;
   if (linear) return *linear;
@@ -59,7 +58,6 @@ torch::nn::Module& AmpModel::module() {
 
 at::Tensor AmpModel::forward(const at::Tensor& x) {
   if (wavenet) return wavenet->forward(x);
-  if (general) return general->forward(x);
   if (lstm) return lstm->forward(x);
   if (convnet) return convnet->forward(x);
   if (linear) return linear->forward(x);
@@ -68,7 +66,6 @@ at::Tensor AmpModel::forward(const at::Tensor& x) {
 
 int64_t AmpModel::receptive_field() const {
   if (wavenet) return wavenet->receptive_field();
-  if (general) return general->receptive_field();
   if (convnet) return convnet->receptive_field();
   if (linear) return linear->receptive_field();
   return file ? file->receptive_field() : 1;
@@ -76,7 +73,6 @@ int64_t AmpModel::receptive_field() const {
 
 std::vector<at::Tensor> AmpModel::module_parameters() const {
   if (wavenet) return wavenet->parameters();
-  if (general) return general->parameters();
   if (lstm) return lstm->parameters();
   if (convnet) return convnet->parameters();
   if (linear) return linear->parameters();
@@ -101,12 +97,9 @@ NamFileModel AmpModel::to_nam() const {
     f = *file;
   } else {
     f.architecture = architecture;
-    if (general) {
-      f.wavenet = general->exported_spec();
-      f.weights = general->export_weights();
-    } else if (wavenet) {
-      f.wavenet = nam_of(wavenet->config());
-      f.wavenet.source = nam_config;
+    if (wavenet) {
+      f.wavenet = wavenet->exported_spec();
+      if (!nam_config.is_null()) f.wavenet.source = nam_config;
       f.weights = wavenet->export_weights();
       // The config's head_scale as NAM's trainer writes it: the float32 weight's shortest decimal
       // (0.02, not 0.019999999552965164); the plugin reads the weight.
@@ -135,8 +128,7 @@ NamFileModel AmpModel::to_nam() const {
 AmpModel wavenet_model_of(const NamWaveNetSpec& spec) {
   AmpModel m;
   m.architecture = "WaveNet";
-  if (const std::optional<WaveNetConfig> classic = classic_of(spec)) m.wavenet = WaveNet(*classic);
-  else m.general = NamWaveNet(spec);
+  m.wavenet = NamWaveNet(spec);
   return m;
 }
 
@@ -144,16 +136,11 @@ AmpModel make_amp_model(const std::string& architecture, const std::string& pres
                         const std::string& gating) {
   AmpModel m;
   if (architecture == "wavenet") {
-    const std::vector<std::string> general = nam_wavenet_preset_names();
-    const bool is_general = std::find(general.begin(), general.end(), preset) != general.end();
-    if (!is_general && activation.empty() && gating.empty()) {
-      m.architecture = "WaveNet";
-      m.wavenet = WaveNet(wavenet_preset(preset));
-    } else {
-      NamWaveNetSpec spec = is_general ? nam_wavenet_preset(preset) : nam_of(wavenet_preset(preset));
-      set_activation(spec, activation, gating);
-      m = wavenet_model_of(spec);
-    }
+    const std::vector<std::string> beyond = nam_wavenet_preset_names();
+    const bool is_beyond = std::find(beyond.begin(), beyond.end(), preset) != beyond.end();
+    NamWaveNetSpec spec = is_beyond ? nam_wavenet_preset(preset) : nam_of(wavenet_preset(preset));
+    set_activation(spec, activation, gating);
+    m = wavenet_model_of(spec);
   } else if (architecture == "lstm") {
     m.architecture = "LSTM";
     if (!activation.empty() || !gating.empty()) throw std::invalid_argument("model.activation and model.gating are for WaveNets, not the LSTM");
@@ -198,14 +185,8 @@ AmpModel amp_model_of(const NamFileModel& f) {
   m.sample_rate = f.default_model().sample_rate.value_or(f.sample_rate.value_or(48000.0));
   m.sample_rate_in_file = f.sample_rate.has_value();
   if (f.architecture == "WaveNet") {
-    if (const std::optional<WaveNetConfig> classic = classic_of(f.wavenet)) {
-      m.wavenet = WaveNet(*classic);
-      m.wavenet->import_weights(f.weights);
-      m.nam_config = f.wavenet.source;
-    } else {
-      m.general = NamWaveNet(f.wavenet);
-      m.general->import_weights(f.weights);
-    }
+    m.wavenet = NamWaveNet(f.wavenet);
+    m.wavenet->import_weights(f.weights);
     return m;
   } else if (f.architecture == "LSTM") {
     m.lstm = Lstm(f.lstm);
@@ -250,7 +231,7 @@ at::Tensor process(AmpModel& m, const at::Tensor& audio, const ProcessOptions& o
 
 AmpStream::AmpStream(AmpModel& model, const ProcessOptions& o) : model_(model), options_(o) {
   check_options(o);
-  if (o.mode == "exact" && model.wavenet && !o.fast_tanh) {
+  if (o.mode == "exact" && model.wavenet && model.wavenet->cpu_kernels_cover() && !o.fast_tanh) {
     libtorch_ = true;
     model.module().eval();
     rf_ = model.receptive_field();

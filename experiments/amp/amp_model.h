@@ -1,13 +1,14 @@
-// An amp model: a trainable NAM WaveNet or LSTM (LibTorch modules), or any other model a .nam
-// file holds (A2, FiLM, containers, ...: nam_file.h), kept as the file describes it; reading and
+// An amp model: a trainable NAM WaveNet, LSTM, ConvNet or Linear (LibTorch modules), or any other
+// model a .nam file holds (containers, ...: nam_file.h), kept as the file describes it; reading and
 // writing .nam files; processing audio of any length.
 //
 // process(): the output is aligned with the input (output n answers input n), as the NAM plugin
 // plays it: WaveNet sees zeros before the first sample, the LSTM starts from its stored state after
 // half a second of zeros (the plugin's prewarm). Modes:
-//   exact      one pass over the whole file: a trainable WaveNet through LibTorch, chunks carrying
-//              receptive_field - 1 samples of context (batched, all threads); anything else through
-//              the real-time engine (nam_dsp.h) in blocks of `chunk`.
+//   exact      one pass over the whole file: a WaveNet the CPU kernels cover (wavenet_cpu.h)
+//              through its module, chunks carrying receptive_field - 1 samples of context
+//              (batched, all threads); anything else through the real-time engine (nam_dsp.h) in
+//              blocks of `chunk`.
 //   stream     the real-time engine in buffers of `chunk` samples, one thread: every model.
 //   crossfade  every chunk starts fresh (zero context or initial state) `overlap` samples early,
 //              and the overlap is crossfaded linearly into the previous chunk.
@@ -25,14 +26,12 @@
 #include "experiments/amp/lstm.h"
 #include "experiments/amp/nam_file.h"
 #include "experiments/amp/nam_wavenet_module.h"
-#include "experiments/amp/wavenet.h"
 
 namespace wavetrain::experiments::amp {
 
 struct AmpModel {
   std::string architecture;  // "WaveNet", "LSTM" or "SlimmableContainer"
-  WaveNet wavenet{nullptr};  // trainable models: one of these (the classic WaveNet has the fast
-  NamWaveNet general{nullptr};  // CPU kernels; any other WaveNet is `general`)
+  NamWaveNet wavenet{nullptr};  // trainable models: one of these
   Lstm lstm{nullptr};
   ConvNetModule convnet{nullptr};  // NAM's ConvNet and Linear (conv_modules.h)
   LinearModule linear{nullptr};
@@ -45,12 +44,15 @@ struct AmpModel {
   // which is written as the oldest version that holds it (nam_min_version).
   std::string nam_version;
   nlohmann::json nam_extra = nlohmann::json::object();  // the file's other top-level keys, kept
-  nlohmann::json nam_config;  // a classic WaveNet's config as its file gave it (null: write it anew)
+  // A WaveNet's config as its file gave it, where the module's spec no longer carries it (a
+  // checkpoint written before the module was unified records it apart, as nam.config); null: the
+  // spec's own.
+  nlohmann::json nam_config;
 
-  bool trainable() const { return wavenet || general || lstm || convnet || linear; }
-  bool is_wavenet() const { return wavenet || general; }
+  bool trainable() const { return wavenet || lstm || convnet || linear; }
+  bool is_wavenet() const { return static_cast<bool>(wavenet); }
   // A model with a receptive field (every trainable one but the LSTM, which has state instead).
-  bool is_convolutional() const { return wavenet || general || convnet || linear; }
+  bool is_convolutional() const { return wavenet || convnet || linear; }
   // [B][1][L] -> [B][1][L - receptive_field + 1] (convolutional), [B][1][L] (the LSTM)
   at::Tensor forward(const at::Tensor& x);
   torch::nn::Module& module();      // throws for a file-only model
@@ -66,7 +68,7 @@ struct AmpModel {
 // `gating` (none, gated, blended) replace every layer's ("" keeps the preset's).
 AmpModel make_amp_model(const std::string& architecture, const std::string& preset, double sample_rate = 48000,
                         const std::string& activation = "", const std::string& gating = "");
-// A WaveNet of any spec: the classic module when it covers the spec, the general one otherwise.
+// A WaveNet of any spec.
 AmpModel wavenet_model_of(const NamWaveNetSpec& spec);
 
 // Atomic (temporary file, then rename); adds today's date to the metadata when it has none.
@@ -95,7 +97,7 @@ class NamDsp;
 
 // process() over audio that arrives in pieces (a file read a chunk at a time): the same output,
 // sample for sample, for every mode, with memory bounded by the chunk size (exact mode on the
-// trainable WaveNet keeps one batch of chunks and the receptive field; crossfade keeps `overlap`
+// WaveNet keeps one batch of chunks and the receptive field; crossfade keeps `overlap`
 // samples of input and of output to blend), not by the length of the audio.
 class AmpStream {
  public:
@@ -117,7 +119,7 @@ class AmpStream {
 
   AmpModel& model_;
   ProcessOptions options_;
-  bool libtorch_ = false;          // exact mode on the trainable classic WaveNet
+  bool libtorch_ = false;          // exact mode on a WaveNet the CPU kernels cover
   int64_t rf_ = 1, per_batch_ = 1;  // receptive field; chunks per LibTorch batch
   std::unique_ptr<NamFileModel> file_;
   std::unique_ptr<NamDsp> dsp_;

@@ -1,6 +1,6 @@
 // The WaveNet of .nam files 0.5 to 0.7, every option the NAM plugin's core implements, as read from
-// and written to a file's "config". No LibTorch: the real-time engine (wavenet_dsp.h) runs it; the
-// trainable module (wavenet.h) covers the classic subset (classic_of()).
+// and written to a file's "config". No LibTorch: the real-time engine (wavenet_dsp.h) runs it, the
+// trainable module (nam_wavenet_module.h) trains it.
 //
 // A layer array (C channels, bottleneck B, condition c of `condition_size` channels):
 //   z = rechannel(input)                                    1x1, no bias
@@ -130,7 +130,7 @@ int64_t nam_receptive_field(const NamWaveNetSpec& spec);
 // Whether the model needs 0.6+ features (the oldest version that reads it: "0.5.4" or "0.6.0").
 std::string nam_wavenet_min_version(const NamWaveNetSpec& spec);
 
-// The classic WaveNet (wavenet.h) the trainer builds, or nullopt with the reason in *why.
+// The spec as a classic (0.5.x) config (wavenet_config.h), or nullopt with the reason in *why.
 std::optional<WaveNetConfig> classic_of(const NamWaveNetSpec& spec, std::string* why = nullptr);
 NamWaveNetSpec nam_of(const WaveNetConfig& config);
 

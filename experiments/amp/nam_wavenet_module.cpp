@@ -4,6 +4,7 @@
 #include <torch/nn/init.h>
 
 #include <cmath>
+#include <regex>
 #include <stdexcept>
 
 #include "experiments/amp/nam_file.h"
@@ -74,6 +75,10 @@ NamWaveNetImpl::NamWaveNetImpl(NamWaveNetSpec spec) : spec_(std::move(spec)) {
     for (size_t li = 0; li < s.layers.size(); ++li) {
       const NamLayerSpec& ls = s.layers[li];
       const std::string l = a + "layer" + std::to_string(li) + "_";
+      // A spec made in code skips the file reader's checks; the CPU kernels index with these.
+      const std::string where = "WaveNet: layer array " + std::to_string(ai) + ", layer " + std::to_string(li);
+      if (ls.dilation < 1) throw std::invalid_argument(where + " has dilation " + std::to_string(ls.dilation) + "; dilations must be >= 1");
+      if (ls.kernel_size < 1) throw std::invalid_argument(where + " has kernel size " + std::to_string(ls.kernel_size) + "; kernel sizes must be >= 1");
       const int64_t m = ls.gating == Gating::None ? s.bottleneck : 2 * s.bottleneck;
       Layer L;
       L.conv = make_conv(l + "conv", s.channels, m, ls.kernel_size, ls.dilation, s.groups_input, true);
@@ -102,6 +107,7 @@ NamWaveNetImpl::NamWaveNetImpl(NamWaveNetSpec spec) : spec_(std::move(spec)) {
       in = out;
     }
   }
+  kernels_ = kernel_net_of(spec_);
 }
 
 at::Tensor NamWaveNetImpl::run(const Conv& c, const at::Tensor& x) const {
@@ -118,6 +124,11 @@ at::Tensor NamWaveNetImpl::film(const Film& f, const at::Tensor& x, const at::Te
 
 at::Tensor NamWaveNetImpl::forward(const at::Tensor& input) {
   if (input.dim() != 3 || input.size(1) != 1) throw std::invalid_argument("WaveNet: input must be [batch][1][samples], got " + c10::str(input.sizes()));
+  if (cpu_kernels_ && kernels_ && wavenet_cpu_supported(order_, input)) {
+    KernelNet net = *kernels_;
+    net.head_scale = head_scale_.item<float>();  // import_weights and checkpoints set it
+    return wavenet_cpu_forward(net, order_, input);
+  }
   const at::Tensor c_full = condition_ ? condition_->forward(input) : input;
   at::Tensor y = input, head;
   for (size_t ai = 0; ai < arrays_.size(); ++ai) {
@@ -208,6 +219,39 @@ NamWaveNetSpec NamWaveNetImpl::exported_spec() const {
     s.condition_dsp = f;
   }
   return s;
+}
+
+double NamWaveNetImpl::head_scale() const { return static_cast<double>(head_scale_.to(at::kFloat).item<float>()); }
+
+std::optional<WaveNetConfig> NamWaveNetImpl::classic_config() const {
+  std::optional<WaveNetConfig> c = classic_of(spec_);
+  if (c) c->head_scale = head_scale();
+  return c;
+}
+
+StateDict NamWaveNetImpl::renamed_old_state(const StateDict& state) const {
+  // layers{i}_rechannel.weight, layers{i}_layer{j}_{conv,input_mixer,1x1}.{weight,bias},
+  // layers{i}_head_rechannel.{weight,bias}, each maybe behind DataParallel's "module.".
+  static const std::regex old_name(R"(^(module\.)?layers(\d+)_(layer(\d+)_)?(rechannel|head_rechannel|conv|input_mixer|1x1)\.(weight|bias)$)");
+  StateDict out;
+  std::string prefix;
+  bool renamed = false, has_head_scale = false;
+  for (const auto& [name, tensor] : state) {
+    std::smatch m;
+    if (!std::regex_match(name, m, old_name)) {
+      has_head_scale = has_head_scale || name == "head_scale" || name == "module.head_scale";
+      out.emplace_back(name, tensor);
+      continue;
+    }
+    std::string part = m[5].str();
+    if (part == "input_mixer") part = "mixer";
+    if (part == "1x1") part = "layer1x1";
+    prefix = m[1].str();
+    out.emplace_back(prefix + "array" + m[2].str() + "_" + (m[4].matched ? "layer" + m[4].str() + "_" : "") + part + "_" + m[6].str(), tensor);
+    renamed = true;
+  }
+  if (renamed && !has_head_scale) out.emplace_back(prefix + "head_scale", head_scale_.detach().clone());
+  return out;
 }
 
 std::vector<std::string> nam_wavenet_preset_names() { return {"a2", "a2_small"}; }

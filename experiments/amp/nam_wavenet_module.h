@@ -1,7 +1,10 @@
-// Any .nam WaveNet (nam_wavenet.h) as a trainable LibTorch module: A2, gated and blended layers,
-// every activation, bottlenecks, groups, head1x1, FiLM, head kernels, a condition_dsp (trained with
-// it), a head after the arrays. The classic WaveNet (wavenet.h) stays the fast path for what it
-// covers (its hand-written CPU kernels); this module is plain LibTorch ops and runs on any device.
+// Any .nam WaveNet (nam_wavenet.h) as a trainable LibTorch module, the only one the trainer builds:
+// NAM's presets, A2, gated and blended layers, every activation, bottlenecks, groups, head1x1,
+// FiLM, head kernels, a condition_dsp (trained with it), a head after the arrays. Two execution
+// paths, one set of parameters: on the CPU in float32, the hand-written forward and backward of
+// wavenet_cpu.h for every spec its kernels cover (kernel_net_of: NAM's four presets and any
+// ungated Tanh, Sigmoid, ReLU or LeakyReLU net with 1x1 heads); LibTorch's ops everywhere else
+// (any device, any dtype, autocast, double backward, and the specs the kernels do not cover).
 //
 // forward() is the whole-signal computation with valid convolutions, every signal aligned at its
 // end as NAM's trainer aligns them: [B][1][L] -> [B][outputs][L - receptive_field + 1]; it equals
@@ -17,18 +20,22 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 
 #include <string>
 #include <vector>
 
 #include "experiments/amp/nam_wavenet.h"
+#include "experiments/amp/wavenet_config.h"
+#include "experiments/amp/wavenet_cpu.h"
+#include "trainer/weights.h"
 
 namespace wavetrain::experiments::amp {
 
 // A .nam activation on a LibTorch tensor ([B][C][L]; PReLU's slopes per channel).
 at::Tensor activate(const ActivationSpec& a, const at::Tensor& x);
 
-class NamWaveNetImpl : public torch::nn::Module {
+class NamWaveNetImpl : public torch::nn::Module, public RenamesOldState {
  public:
   // Weights start like PyTorch's Conv1d (uniform, +-1/sqrt(fan_in)); a condition_dsp gets its
   // own module, with the weights of its nested file.
@@ -42,6 +49,24 @@ class NamWaveNetImpl : public torch::nn::Module {
   void import_weights(const std::vector<float>& weights);
   // The spec with condition_dsp's nested file carrying the trained weights.
   NamWaveNetSpec exported_spec() const;
+  // The parameters in the file's order (export_weights() without head_scale).
+  const std::vector<at::Tensor>& ordered_parameters() const { return order_; }
+  // The weight the plugin scales the output by (the last of export_weights()).
+  double head_scale() const;
+  // The spec as NAM's classic config (wavenet_config.h: one kernel size and activation per array,
+  // no .nam 0.6+ options), with head_scale() as its head_scale; nullopt when it is not one.
+  std::optional<WaveNetConfig> classic_config() const;
+
+  // Whether forward() may take the hand-written CPU path (wavenet_cpu.h) where the spec and input
+  // allow it; on by default. Off: LibTorch's ops throughout. cpu_kernels_cover(): whether the spec
+  // is one the kernels compute (kernel_net_of).
+  void set_cpu_kernels(bool on) { cpu_kernels_ = on; }
+  bool cpu_kernels_cover() const { return kernels_.has_value(); }
+
+  // Checkpoints written before this module was the only one name the classic WaveNet's
+  // parameters ("layers0_layer3_input_mixer.weight"): they load under today's names
+  // ("array0_layer3_mixer_weight"), and get this module's head_scale, which they did not hold.
+  StateDict renamed_old_state(const StateDict& state) const override;
 
  private:
   struct Conv {
@@ -70,10 +95,12 @@ class NamWaveNetImpl : public torch::nn::Module {
   std::vector<Conv> post_head_;
   std::vector<at::Tensor> order_;  // every parameter, in the file's order
   std::shared_ptr<NamWaveNetImpl> condition_;
+  std::optional<KernelNet> kernels_;  // the CPU kernels' form of spec_, where they cover it
+  bool cpu_kernels_ = true;
 };
 TORCH_MODULE(NamWaveNet);
 
-// Presets the plugin plays that the classic module does not build: "a2" (NAM's A2: one array of
+// Presets beyond NAM's four classic ones (wavenet_config.h): "a2" (NAM's A2: one array of
 // 8 channels, 23 layers with kernels 6 and 15, LeakyReLU, a head kernel of 16; receptive field 6,347
 // samples) and "a2_small" (the same with 3 channels).
 std::vector<std::string> nam_wavenet_preset_names();

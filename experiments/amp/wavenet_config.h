@@ -1,6 +1,6 @@
-// The config of NAM's WaveNet (the model in wavenet.h; the engine in wavenet_dsp.h): layer arrays,
+// NAM's classic WaveNet config (0.5.x files; nam_wavenet.h has every later option): layer arrays,
 // presets, limits on what a file may ask for, and the .nam "config" object. No LibTorch: the .nam
-// reader and the real-time engine use it without the trainable module.
+// reader and the real-time engine use it without the trainable module (nam_wavenet_module.h).
 //
 // Lengths: each array's receptive field is 1 + (kernel_size - 1) * sum(dilations); the model's is
 // 1 + the sum of (array RF - 1). An input of L samples gives L - RF + 1 outputs.

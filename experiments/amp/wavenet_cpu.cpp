@@ -10,8 +10,6 @@
 #include <utility>
 #include <vector>
 
-#include "experiments/amp/wavenet.h"
-#include "experiments/amp/wavenet_cpu_kernels.h"
 #include "trainer/torch_compat.h"
 
 namespace wavetrain::experiments::amp {
@@ -30,12 +28,14 @@ at::Tensor forward_layout(const at::Tensor& w) { return w.detach().permute({2, 1
 at::Tensor backward_layout(const at::Tensor& w) { return w.detach().permute({2, 0, 1}).contiguous(); }
 
 struct NetLayer {
-  int64_t dilation;
+  int64_t K, dilation;
+  kernels::Act act;
+  float slope;
   at::Tensor conv, conv_t, bias, mixer, one, one_t, one_bias;
 };
 
 struct NetArray {
-  int64_t cin, C, H, K;
+  int64_t cin, C, H;
   std::vector<int64_t> len;  // len[j]: the length of layer j's input z_j; len.back() = out_len
   at::Tensor rechannel, rechannel_t, head, head_t, head_bias;  // head_bias undefined when none
   std::vector<NetLayer> layers;
@@ -43,23 +43,32 @@ struct NetArray {
   int64_t out_len() const { return len.back(); }
 };
 
-// The parameter list is in the .nam order (WaveNetImpl::ordered_parameters).
-std::vector<NetArray> make_net(const WaveNetConfig& config, at::TensorList params, int64_t input_length) {
+// The parameters a net has, in the .nam order: per array the rechannel, per layer 5, the head's 1 or 2.
+size_t parameter_count(const KernelNet& net) {
+  size_t n = 0;
+  for (const KernelArray& a : net.arrays) n += 2 + 5 * a.layers.size() + (a.head_bias ? 1 : 0);
+  return n;
+}
+
+// The parameter list is in the .nam order (NamWaveNetImpl's).
+std::vector<NetArray> make_net(const KernelNet& config, at::TensorList params, int64_t input_length) {
   std::vector<NetArray> net;
   size_t at = 0;
   int64_t length = input_length;
-  for (const LayerArrayConfig& c : config.layers) {
+  for (const KernelArray& c : config.arrays) {
     NetArray a;
     a.cin = c.input_size;
     a.C = c.channels;
     a.H = c.head_size;
-    a.K = c.kernel_size;
     a.rechannel = forward_layout(params[at]);
     a.rechannel_t = backward_layout(params[at++]);
     a.len.push_back(length);
-    for (int64_t d : c.dilations) {
+    for (const KernelLayer& kl : c.layers) {
       NetLayer l;
-      l.dilation = d;
+      l.K = kl.kernel_size;
+      l.dilation = kl.dilation;
+      l.act = kl.activation;
+      l.slope = kl.slope;
       l.conv = forward_layout(params[at]);
       l.conv_t = backward_layout(params[at++]);
       l.bias = params[at++].detach().contiguous();
@@ -68,7 +77,7 @@ std::vector<NetArray> make_net(const WaveNetConfig& config, at::TensorList param
       l.one_t = backward_layout(params[at++]);
       l.one_bias = params[at++].detach().contiguous();
       a.layers.push_back(l);
-      length -= (c.kernel_size - 1) * d;
+      length -= (l.K - 1) * l.dilation;
       a.len.push_back(length);
     }
     a.head = forward_layout(params[at]);
@@ -140,19 +149,20 @@ void forward_item(const KernelSet& ks, const std::vector<NetArray>& net, const f
     }
     for (size_t j = 0; j < a.layers.size(); ++j) {
       const NetLayer& l = a.layers[j];
-      const int64_t T = a.len[j + 1], back = (a.K - 1) * l.dilation;
+      const int64_t T = a.len[j + 1], back = (l.K - 1) * l.dilation;
       const float* z = item(s.z[i][j], b);
       float* post = item(s.post[i][j], b);
-      Rows conv;  // post = tanh(bias + mixer x + sum_k Conv_k z[t + k d])
+      Rows conv;  // post = f(bias + mixer x + sum_k Conv_k z[t + k d])
       conv.in = z;
       conv.cin = C;
       conv.step = l.dilation;
-      conv.taps = a.K;
+      conv.taps = l.K;
       conv.w = ptr(l.conv);
       conv.bias = ptr(l.bias);
       conv.x = x + (length - T);
       conv.mixer = ptr(l.mixer);
-      conv.tanh = true;
+      conv.act = l.act;
+      conv.slope = l.slope;
       conv.out = post;
       conv.n = T;
       conv.channels = C;
@@ -208,7 +218,7 @@ struct BackwardScratch {
       p += 2 + 5 * a.layers.size() + (a.head_bias.defined() ? 1 : 0);
       max_len = std::max(max_len, a.in_len());
       max_c = std::max({max_c, a.C, a.H, a.cin});
-      for (const NetLayer& l : a.layers) max_back = std::max(max_back, (a.K - 1) * l.dilation);
+      for (const NetLayer& l : a.layers) max_back = std::max(max_back, (l.K - 1) * l.dilation);
     }
     gz.resize(static_cast<size_t>(max_len * max_c));
     gz_in.resize(gz.size());
@@ -267,22 +277,24 @@ void backward_item(const KernelSet& ks, const std::vector<NetArray>& net, const 
     for (size_t j = a.layers.size(); j-- > 0;) {
       const NetLayer& l = a.layers[j];
       const size_t lp = param + 5 * j;  // conv weight, conv bias, mixer, 1x1 weight, 1x1 bias
-      const int64_t T = a.len[j + 1], back = (a.K - 1) * l.dilation;
+      const int64_t T = a.len[j + 1], back = (l.K - 1) * l.dilation;
       const float* post = item(s.post[i][j], b);
       const float* z = item(s.z[i][j], b);
-      // da = (One gz + head_sum_grad on the last out_len steps) (1 - post^2)
+      // da = (One gz + head_sum_grad on the last out_len steps) f'(a), from post = f(a)
       Rows d;
       d.in = gz.data();
       d.cin = C;
       d.w = ptr(l.one_t);
-      d.tanh_grad_of = post;
+      d.act = l.act;
+      d.slope = l.slope;
+      d.grad_of = post;
       d.out = da;
       d.n = T - out_len;
       d.channels = C;
       ks.rows(d);
       d.in = gz.data() + (T - out_len) * C;
       d.rows = head_sum_grad.data();
-      d.tanh_grad_of = post + (T - out_len) * C;
+      d.grad_of = post + (T - out_len) * C;
       d.out = da + (T - out_len) * C;
       d.n = out_len;
       ks.rows(d);
@@ -297,7 +309,7 @@ void backward_item(const KernelSet& ks, const std::vector<NetArray>& net, const 
       w1.dw = g.at(lp + 3);
       w1.db = g.at(lp + 4);
       ks.outer(w1);
-      for (int64_t k = 0; k < a.K; ++k) {
+      for (int64_t k = 0; k < l.K; ++k) {
         Outer wc;
         wc.a = z + k * l.dilation * C;
         wc.sa = C;
@@ -325,7 +337,7 @@ void backward_item(const KernelSet& ks, const std::vector<NetArray>& net, const 
       dz.in = da;
       dz.cin = C;
       dz.step = -l.dilation;
-      dz.taps = a.K;
+      dz.taps = l.K;
       dz.w = ptr(l.conv_t);
       dz.out = gz_in.data();
       dz.n = back;
@@ -368,19 +380,54 @@ void backward_item(const KernelSet& ks, const std::vector<NetArray>& net, const 
 // ---- The autograd function ------------------------------------------------------------------------
 
 // Items across threads; returns head_scale x the last head, [B][H][out_len].
-at::Tensor run_forward(const std::vector<NetArray>& net, const WaveNetConfig& config, const at::Tensor& input,
+at::Tensor run_forward(const std::vector<NetArray>& net, const KernelNet& config, const at::Tensor& input,
                        const Activations& s) {
   const int64_t batch = input.size(0), length = input.size(2);
   const KernelSet ks = kernels_now();
   at::parallel_for(0, batch, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) forward_item(ks, net, input.data_ptr<float>() + b * length, length, b, s);
   });
-  return (s.head.back() * static_cast<float>(config.head_scale)).permute({0, 2, 1}).contiguous();
+  return (s.head.back() * config.head_scale).permute({0, 2, 1}).contiguous();
+}
+
+// The net as integers and reals, for the autograd context (its saved data holds IValues).
+std::vector<int64_t> encode(const KernelNet& n, std::vector<double>& reals) {
+  std::vector<int64_t> ints = {static_cast<int64_t>(n.arrays.size())};
+  reals = {n.head_scale};
+  for (const KernelArray& a : n.arrays) {
+    ints.insert(ints.end(), {a.input_size, a.channels, a.head_size, a.head_bias ? 1 : 0, static_cast<int64_t>(a.layers.size())});
+    for (const KernelLayer& l : a.layers) {
+      ints.insert(ints.end(), {l.kernel_size, l.dilation, static_cast<int64_t>(l.activation)});
+      reals.push_back(l.slope);
+    }
+  }
+  return ints;
+}
+
+KernelNet decode(const std::vector<int64_t>& ints, const std::vector<double>& reals) {
+  KernelNet n;
+  size_t i = 0, r = 0;
+  n.head_scale = static_cast<float>(reals[r++]);
+  n.arrays.resize(static_cast<size_t>(ints[i++]));
+  for (KernelArray& a : n.arrays) {
+    a.input_size = ints[i++];
+    a.channels = ints[i++];
+    a.head_size = ints[i++];
+    a.head_bias = ints[i++] != 0;
+    a.layers.resize(static_cast<size_t>(ints[i++]));
+    for (KernelLayer& l : a.layers) {
+      l.kernel_size = ints[i++];
+      l.dilation = ints[i++];
+      l.activation = static_cast<kernels::Act>(ints[i++]);
+      l.slope = static_cast<float>(reals[r++]);
+    }
+  }
+  return n;
 }
 
 struct WaveNetFunction : public torch::autograd::Function<WaveNetFunction> {
   // Saved: x, the parameters, then every activation (Activations, flattened in order).
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const WaveNetConfig* config,
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const KernelNet* config,
                             at::TensorList params) {
     const at::Tensor input = x.detach().contiguous();
     const std::vector<NetArray> net = make_net(*config, params, input.size(2));
@@ -396,7 +443,9 @@ struct WaveNetFunction : public torch::autograd::Function<WaveNetFunction> {
       saved.push_back(s.head[i]);
     }
     ctx->save_for_backward(saved);
-    ctx->saved_data["config"] = wavenet_config_to_json(*config).dump();
+    std::vector<double> reals;
+    ctx->saved_data["net"] = encode(*config, reals);
+    ctx->saved_data["net_reals"] = reals;
     ctx->saved_data["params"] = static_cast<int64_t>(params.size());
     return out;
   }
@@ -406,7 +455,7 @@ struct WaveNetFunction : public torch::autograd::Function<WaveNetFunction> {
     if (at::GradMode::is_enabled())
       throw std::invalid_argument("WaveNet CPU kernels: no double backward (create_graph); use set_cpu_kernels(false)");
     const std::vector<at::Tensor> saved = ctx->get_saved_variables();
-    const WaveNetConfig config = wavenet_config_from_json(nlohmann::json::parse(ctx->saved_data["config"].toStringRef()));
+    const KernelNet config = decode(ctx->saved_data["net"].toIntVector(), ctx->saved_data["net_reals"].toDoubleVector());
     const auto count = static_cast<size_t>(ctx->saved_data["params"].toInt());
     const at::Tensor& input = saved[0];
     const std::vector<at::Tensor> params(saved.begin() + 1, saved.begin() + 1 + static_cast<std::ptrdiff_t>(count));
@@ -425,7 +474,7 @@ struct WaveNetFunction : public torch::autograd::Function<WaveNetFunction> {
     }
     // dL/d head = head_scale dL/d out, as [B][out_len][H].
     const at::Tensor head_grad =
-        (grads[0].to(at::kFloat) * static_cast<float>(config.head_scale)).permute({0, 2, 1}).contiguous();
+        (grads[0].to(at::kFloat) * config.head_scale).permute({0, 2, 1}).contiguous();
 
     Grads layout;
     for (const at::Tensor& t : params) {
@@ -449,7 +498,7 @@ struct WaveNetFunction : public torch::autograd::Function<WaveNetFunction> {
     // The last layer's 1x1 (weight and bias, just before the last head's parameters) feeds nothing;
     // like LibTorch's path, leave its gradient undefined rather than zero, so that optimizers
     // (weight decay included) leave it alone.
-    const size_t unused = params.size() - (config.layers.back().head_bias ? 2 : 1) - 2;
+    const size_t unused = params.size() - (config.arrays.back().head_bias ? 2 : 1) - 2;
     for (size_t k = 0; k < params.size(); ++k) {
       const at::Tensor& p = params[k];
       if (k == unused || k == unused + 1) {
@@ -470,30 +519,89 @@ struct WaveNetFunction : public torch::autograd::Function<WaveNetFunction> {
 
 }  // namespace
 
-bool wavenet_cpu_supported(const WaveNetImpl& model, const at::Tensor& x) {
+std::optional<KernelNet> kernel_net_of(const NamWaveNetSpec& spec, std::string* why) {
+  auto no = [&](const std::string& reason) -> std::optional<KernelNet> {
+    if (why) *why = reason;
+    return std::nullopt;
+  };
+  if (spec.condition_dsp) return no("it has a condition_dsp");
+  if (spec.post_head) return no("it has a head after the layer arrays");
+  if (spec.arrays.empty()) return no("it has no layer arrays");
+  KernelNet net;
+  net.head_scale = static_cast<float>(spec.head_scale);
+  for (size_t i = 0; i < spec.arrays.size(); ++i) {
+    const NamLayerArraySpec& a = spec.arrays[i];
+    const std::string array = "layer array " + std::to_string(i);
+    if (i == 0 && a.input_size != 1) return no(array + " takes " + std::to_string(a.input_size) + " input channels");
+    if (a.condition_size != 1) return no(array + " has a condition of " + std::to_string(a.condition_size) + " channels");
+    if (a.bottleneck != a.channels) return no(array + " has a bottleneck");
+    if (a.head_kernel != 1) return no(array + "'s head has kernel size " + std::to_string(a.head_kernel));
+    if (a.groups_input != 1 || a.groups_input_mixin != 1 || a.layer1x1_groups != 1) return no(array + " has grouped convolutions");
+    if (!a.layer1x1) return no(array + " has no layer1x1");
+    if (a.head1x1) return no(array + " has a head1x1");
+    for (const FilmSpec& f : a.film)
+      if (f.active) return no(array + " has FiLM");
+    if (!a.slimmable_channels.empty()) return no(array + " is slimmable");
+    if (a.layers.empty()) return no(array + " has no layers");
+    if (i + 1 < spec.arrays.size() && a.head_size != spec.arrays[i + 1].channels)
+      return no(array + "'s head is not as wide as the next array");
+    KernelArray k;
+    k.input_size = a.input_size;
+    k.channels = a.channels;
+    k.head_size = a.head_size;
+    k.head_bias = a.head_bias;
+    for (const NamLayerSpec& l : a.layers) {
+      if (l.gating != Gating::None) return no(array + " has gated or blended layers");
+      KernelLayer kl;
+      kl.kernel_size = l.kernel_size;
+      kl.dilation = l.dilation;
+      const std::string& f = l.activation.type;
+      if (f == "Tanh") kl.activation = kernels::Act::Tanh;
+      else if (f == "Sigmoid") kl.activation = kernels::Act::Sigmoid;
+      else if (f == "ReLU") kl.activation = kernels::Act::ReLU;
+      else if (f == "LeakyReLU" && !l.activation.params.empty() && l.activation.params[0] >= 0) {
+        kl.activation = kernels::Act::LeakyReLU;
+        kl.slope = static_cast<float>(l.activation.params[0]);
+      } else {
+        return no(array + " uses " + f);
+      }
+      k.layers.push_back(kl);
+    }
+    net.arrays.push_back(std::move(k));
+  }
+  return net;
+}
+
+bool wavenet_cpu_supported(at::TensorList params, const at::Tensor& x) {
   if (!x.device().is_cpu() || x.scalar_type() != at::kFloat || x.requires_grad()) return false;
   if (compat::autocast_enabled(c10::DeviceType::CPU)) return false;
-  for (const LayerArrayConfig& a : model.config().layers)
-    if (a.gated || a.activation != "Tanh" || a.condition_size != 1) return false;
-  if (model.config().layers.front().input_size != 1) return false;
-  for (const at::Tensor& p : model.ordered_parameters())
+  for (const at::Tensor& p : params)
     if (!p.device().is_cpu() || p.scalar_type() != at::kFloat) return false;
   return true;
 }
 
 void wavenet_cpu_use_baseline_isa(bool on) { kernels::use_baseline_isa(on); }
 
-at::Tensor wavenet_cpu_forward(const WaveNetImpl& model, const at::Tensor& x) {
-  if (!wavenet_cpu_supported(model, x))
+at::Tensor wavenet_cpu_forward(const KernelNet& net, at::TensorList params, const at::Tensor& x) {
+  if (!wavenet_cpu_supported(params, x))
     throw std::invalid_argument("wavenet_cpu_forward: this model or input is not supported (see wavenet_cpu_supported)");
-  const std::vector<at::Tensor> params = model.ordered_parameters();
+  if (params.size() != parameter_count(net))
+    throw std::invalid_argument("wavenet_cpu_forward: " + std::to_string(params.size()) + " parameters given, the net has " +
+                                std::to_string(parameter_count(net)));
+  if (x.dim() != 3 || x.size(1) != 1) throw std::invalid_argument("wavenet_cpu_forward: input must be [batch][1][samples], got " + c10::str(x.sizes()));
+  int64_t history = 0;
+  for (const KernelArray& a : net.arrays)
+    for (const KernelLayer& l : a.layers) history += (l.kernel_size - 1) * l.dilation;
+  if (x.size(2) <= history)
+    throw std::invalid_argument("WaveNet: " + std::to_string(x.size(2)) + " input samples are fewer than the receptive field (" +
+                                std::to_string(history + 1) + ")");
   bool differentiable = false;
   if (at::GradMode::is_enabled())
     for (const at::Tensor& p : params) differentiable = differentiable || p.requires_grad();
-  if (differentiable) return WaveNetFunction::apply(x, &model.config(), at::TensorList(params));
+  if (differentiable) return WaveNetFunction::apply(x, &net, params);
   const at::Tensor input = x.detach().contiguous();  // inference: nothing kept for a backward pass
-  const std::vector<NetArray> net = make_net(model.config(), params, input.size(2));
-  return run_forward(net, model.config(), input, allocate(net, input.size(0), /*keep_all=*/false));
+  const std::vector<NetArray> nets = make_net(net, params, input.size(2));
+  return run_forward(nets, net, input, allocate(nets, input.size(0), /*keep_all=*/false));
 }
 
 }  // namespace wavetrain::experiments::amp

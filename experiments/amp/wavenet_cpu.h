@@ -1,16 +1,18 @@
-// NAM's WaveNet forward and backward on the CPU written out by hand, as one autograd function:
-// the training step's fast path (WaveNetImpl::forward uses it for float32 CPU tensors).
+// The WaveNet's forward and backward on the CPU written out by hand, as one autograd function:
+// the training step's CPU path (NamWaveNetImpl::forward uses it for float32 CPU tensors, wherever
+// the model's spec is one the kernels cover; LibTorch's ops run everything else).
 //
 // Why: the model is twenty 16- and 8-channel dilated convolutions, so LibTorch's conv1d (im2col
-// and GEMM per layer, plus separate passes for bias, mixer, tanh, 1x1 and residual, each with its
-// own allocation) spends most of its time moving memory. Here each batch item runs on one thread
-// in [time][channels] layout: a layer's conv, bias, input mixer and tanh are one pass, its 1x1
-// and residual another, with the accumulators of several time steps in vector registers.
+// and GEMM per layer, plus separate passes for bias, mixer, activation, 1x1 and residual, each with
+// its own allocation) spends most of its time moving memory. Here each batch item runs on one
+// thread in [time][channels] layout: a layer's conv, bias, input mixer and activation are one pass,
+// its 1x1 and residual another, with the accumulators of several time steps in vector registers.
 //
-// Forward per layer: a[t] = bias + mixer x[t] + sum_k Conv_k^T z[t + k d]; p = tanh(a);
-// z_out[t] = z[t + (K-1) d] + one_bias + One^T p[t] (Conv_k and One as [in][out] matrices).
+// Forward per layer (kernel K, dilation d, activation f): a[t] = bias + mixer x[t] + sum_k
+// Conv_k^T z[t + k d]; p = f(a); z_out[t] = z[t + (K-1) d] + one_bias + One^T p[t] (Conv_k and One
+// as [in][out] matrices).
 // Backward per layer (g = dL/dz_out):
-//   dp = One g (+ the head sum's gradient on the last out_len steps); da = dp (1 - p^2);
+//   dp = One g (+ the head sum's gradient on the last out_len steps); da = dp f'(a), from p;
 //   dOne += p g^T; dConv_k += z[t + k d] da^T; dbias, dmixer, done_bias from da and g;
 //   dz[s] = g[s - (K-1) d] + sum_k Conv_k da[s - k d]   (the residual path, then the conv's).
 // Weight gradients are summed per thread and added up at the end.
@@ -18,19 +20,48 @@
 
 #include <ATen/ATen.h>
 
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "experiments/amp/nam_wavenet.h"
+#include "experiments/amp/wavenet_cpu_kernels.h"
+
 namespace wavetrain::experiments::amp {
 
-class WaveNetImpl;
+// What the kernels compute: layer arrays of C channels (no bottleneck, groups, FiLM, head1x1 or
+// gating; a 1x1 per layer; a 1x1 head), per layer its own kernel size, dilation and activation.
+struct KernelLayer {
+  int64_t kernel_size = 3, dilation = 1;
+  kernels::Act activation = kernels::Act::Tanh;
+  float slope = 0.0f;  // LeakyReLU
+};
+struct KernelArray {
+  int64_t input_size = 1, channels = 16, head_size = 1;
+  bool head_bias = true;
+  std::vector<KernelLayer> layers;
+};
+struct KernelNet {
+  std::vector<KernelArray> arrays;
+  float head_scale = 0.02f;
+};
 
-// True when wavenet_cpu_forward handles this model and input: float32 CPU input and parameters,
-// the input not requiring a gradient, no CPU autocast, ungated Tanh layer arrays, a one-channel
-// model input and condition (input_size of the first array and every condition_size 1).
-bool wavenet_cpu_supported(const WaveNetImpl& model, const at::Tensor& x);
+// The kernels' description of a .nam WaveNet, or nullopt with the reason in *why. Covered: no
+// condition_dsp or head after the arrays; one-channel input and condition; per array channels =
+// bottleneck, a 1x1 head (kernel 1) summed from the layers' activations, a layer1x1 and nothing
+// else (no groups, FiLM, head1x1, slimming); ungated layers of Tanh, Sigmoid, ReLU or LeakyReLU
+// (slope >= 0); an array's head as wide as the next array's channels. The parameters are then
+// those of NamWaveNetImpl in its (the file's) order.
+std::optional<KernelNet> kernel_net_of(const NamWaveNetSpec& spec, std::string* why = nullptr);
 
-// x [B][1][L] -> [B][head_size][L - receptive_field + 1], differentiable (once) w.r.t. the model's
-// parameters, not w.r.t. x. Equals WaveNetImpl's LibTorch path to float rounding. Throws
-// std::invalid_argument when wavenet_cpu_supported is false.
-at::Tensor wavenet_cpu_forward(const WaveNetImpl& model, const at::Tensor& x);
+// True when wavenet_cpu_forward handles this input: float32 CPU input and parameters, the input
+// not requiring a gradient, no CPU autocast.
+bool wavenet_cpu_supported(at::TensorList params, const at::Tensor& x);
+
+// x [B][1][L] -> [B][head_size][L - receptive_field + 1], differentiable (once) w.r.t. params, not
+// w.r.t. x. Equals NamWaveNetImpl's LibTorch path to float rounding. Throws std::invalid_argument
+// when wavenet_cpu_supported is false or the parameters do not fit the net.
+at::Tensor wavenet_cpu_forward(const KernelNet& net, at::TensorList params, const at::Tensor& x);
 
 // Tests: run the kernels compiled for the baseline ISA even where AVX2 + FMA exist (process-wide).
 void wavenet_cpu_use_baseline_isa(bool on);

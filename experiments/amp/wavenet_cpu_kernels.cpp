@@ -12,6 +12,34 @@
 namespace wavetrain::experiments::amp::kernels {
 namespace {
 
+// 1 / (1 + exp(-x)) with e = exp(-|x|): branch-free, so the loops over it vectorise.
+__attribute__((always_inline)) inline float sigmoid(float x) {
+  const float e = losses::detail::exp_nonpositive(x < 0 ? x : -x);
+  const float s = 1.0f / (1.0f + e);
+  return x < 0 ? e * s : s;
+}
+
+// out[j] = act(out[j]), or out[j] *= act'(y[j]) from the output y, j < n; one loop per function,
+// so each vectorises. Tanh's derivative is fused into the tiles instead (the common case).
+__attribute__((always_inline)) inline void activate_rows(Act act, float slope, float* out, int64_t n) {
+  switch (act) {
+    case Act::Tanh: for (int64_t j = 0; j < n; ++j) out[j] = fast_tanh(out[j]); break;
+    case Act::Sigmoid: for (int64_t j = 0; j < n; ++j) out[j] = sigmoid(out[j]); break;
+    case Act::ReLU: for (int64_t j = 0; j < n; ++j) out[j] = out[j] > 0.0f ? out[j] : 0.0f; break;
+    case Act::LeakyReLU: for (int64_t j = 0; j < n; ++j) out[j] = out[j] > 0.0f ? out[j] : out[j] * slope; break;
+    case Act::None: break;
+  }
+}
+__attribute__((always_inline)) inline void derivative_rows(Act act, float slope, const float* y, float* out, int64_t n) {
+  switch (act) {
+    case Act::Tanh: for (int64_t j = 0; j < n; ++j) out[j] *= 1.0f - y[j] * y[j]; break;
+    case Act::Sigmoid: for (int64_t j = 0; j < n; ++j) out[j] *= y[j] * (1.0f - y[j]); break;
+    case Act::ReLU: for (int64_t j = 0; j < n; ++j) out[j] = y[j] > 0.0f ? out[j] : 0.0f; break;
+    case Act::LeakyReLU: for (int64_t j = 0; j < n; ++j) out[j] = y[j] > 0.0f ? out[j] : out[j] * slope; break;
+    case Act::None: break;
+  }
+}
+
 // T time steps x C = W x V channels at once: T x V accumulators in vector registers, and every
 // weight vector loaded is used T times.
 template <typename Vec, int W, int V, int T>
@@ -39,17 +67,20 @@ __attribute__((always_inline)) inline void rows_tile(const Rows& r, int64_t t0) 
       }
     }
   }
-  if (r.tanh_grad_of)
+  if (r.grad_of && r.act == Act::Tanh)
     for (int i = 0; i < T; ++i)
       for (int v = 0; v < V; ++v) {
-        const Vec y = load<Vec>(r.tanh_grad_of + (t0 + i) * C + v * W);
+        const Vec y = load<Vec>(r.grad_of + (t0 + i) * C + v * W);
         acc[i][v] *= 1.0f - y * y;
       }
   float* out = r.out + t0 * C;
   for (int i = 0; i < T; ++i)
     for (int v = 0; v < V; ++v) store(out + i * C + v * W, acc[i][v]);
-  if (r.tanh)
-    for (int j = 0; j < T * C; ++j) out[j] = fast_tanh(out[j]);
+  if (r.grad_of) {
+    if (r.act != Act::Tanh) derivative_rows(r.act, r.slope, r.grad_of + t0 * C, out, T * C);
+  } else {
+    activate_rows(r.act, r.slope, out, T * C);
+  }
 }
 
 template <typename Vec, int W, int V>
@@ -73,10 +104,8 @@ __attribute__((always_inline)) inline void rows_any(const Rows& r) {
       for (int64_t c = 0; c < r.cin; ++c)
         for (int64_t o = 0; o < C; ++o) out[o] += w[c * C + o] * in[c];
     }
-    for (int64_t o = 0; o < C; ++o) {
-      if (r.tanh_grad_of) out[o] *= 1.0f - r.tanh_grad_of[t * C + o] * r.tanh_grad_of[t * C + o];
-      if (r.tanh) out[o] = fast_tanh(out[o]);
-    }
+    if (r.grad_of) derivative_rows(r.act, r.slope, r.grad_of + t * C, out, C);
+    else activate_rows(r.act, r.slope, out, C);
   }
 }
 

@@ -1,18 +1,25 @@
 // Internal to experiments/amp/: the CPU kernels of the WaveNet's training path (wavenet_cpu.cpp).
 // Two loops do all the per-sample work: Rows (a layer's pass over time: dilated conv or 1x1, with
-// bias, input mixer, tanh or the tanh's derivative fused) and Outer (weight gradients summed over
-// time). Both work on [time][channels] rows of float32.
+// bias, input mixer, the activation or its derivative fused) and Outer (weight gradients summed
+// over time). Both work on [time][channels] rows of float32.
 #pragma once
 
 #include <cstdint>
 
 namespace wavetrain::experiments::amp::kernels {
 
+// The element-wise functions the kernels fuse. Each derivative is computed from the function's
+// output y, which the backward pass has kept (no second copy of the input a):
+//   Tanh 1 - y^2;  Sigmoid y (1 - y);  ReLU [y > 0];  LeakyReLU [y > 0] + slope [y <= 0].
+// LeakyReLU needs slope >= 0 (then y > 0 exactly when a > 0), and at a = 0 both ReLUs take the
+// derivative of the negative side, as PyTorch's autograd does.
+enum class Act { None, Tanh, Sigmoid, ReLU, LeakyReLU };
+
 // A layer's pass over time, [time][channels] rows, t in [0, n):
 //   out[t] = init(t) + sum over k < taps, c < cin of w[k][c][:] in[t + k step][c]
 //   init(t) = rows[t] (if given) + bias (if given) + x[t] mixer (if given)
-// then, if asked, out = tanh(out), or out = out (1 - y[t]^2) with y = tanh_grad_of (the tanh's
-// derivative, from its output). `step` may be negative: `in` must hold rows t + k step for every t
+// then, with `act`: out = act(out), or, when grad_of is given, out = out act'(y[t]) with
+// y = grad_of (the derivative from the function's output, above). `step` may be negative: `in` must hold rows t + k step for every t
 // and k. The output has `channels` channels; w is [taps][cin][channels].
 struct Rows {
   const float* in = nullptr;
@@ -22,8 +29,9 @@ struct Rows {
   const float* bias = nullptr;
   const float* x = nullptr;
   const float* mixer = nullptr;
-  bool tanh = false;
-  const float* tanh_grad_of = nullptr;
+  Act act = Act::None;
+  float slope = 0.0f;  // LeakyReLU's negative slope
+  const float* grad_of = nullptr;
   float* out = nullptr;
   int64_t n = 0, channels = 0;
 };
