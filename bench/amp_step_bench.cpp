@@ -3,7 +3,8 @@
 // offline chunks and 64-sample buffers, as real-time factors. bench/amp.sh runs it next to the same
 // step written in Python PyTorch (bench/amp_step_baseline.py) and prints the ratio.
 //
-// usage: wavetrain_bench_amp THREADS [REPEATS]
+// usage: wavetrain_bench_amp THREADS [REPEATS [ACTIVATION]]   (ACTIVATION: model.activation, e.g.
+// ReLU or LeakyReLU; default the preset's Tanh)
 // prints "step_ms libtorch_step_ms offline_rtf stream64_rtf": the step through the hand-written CPU
 // kernels (wavenet_cpu.h), the same step through LibTorch's conv1d, and the inference speeds.
 #include <ATen/ATen.h>
@@ -27,7 +28,7 @@ int main(int argc, char** argv) {
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 10;
   wavetrain::configure_threads(threads);  // as the wavetrain binary does (trainer/threads.h)
   at::manual_seed(0);
-  experiments::amp::AmpModel m = experiments::amp::make_amp_model("wavenet", "standard");
+  experiments::amp::AmpModel m = experiments::amp::make_amp_model("wavenet", "standard", 48000, argc > 3 ? argv[3] : "");
   torch::optim::Adam adam(m.module().parameters(), torch::optim::AdamOptions(0.004));
   const losses::CombinedLoss loss({{"mse", 1.0}, {"mrstft", 2e-4}, {"pre_emphasis", 0.85}});
   const int64_t rf = m.receptive_field();

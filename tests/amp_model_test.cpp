@@ -6,6 +6,7 @@
 #include "tests/run_process.h"
 #include <unistd.h>
 
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -76,10 +77,7 @@ TEST(AmpModels, PresetSizesAndReceptiveFields) {
   EXPECT_EQ(why, "layer array 0 has gated or blended layers");
   EXPECT_FALSE(NamWaveNet(nam_of(gated))->cpu_kernels_cover());
   NamWaveNetSpec a2 = nam_wavenet_preset("a2");
-  EXPECT_FALSE(kernel_net_of(a2, &why).has_value());
-  EXPECT_EQ(why, "layer array 0's head has kernel size 16");
-  a2.arrays[0].head_kernel = 1;
-  EXPECT_TRUE(kernel_net_of(a2).has_value());  // its kernel sizes 6 and 15 and LeakyReLU are covered
+  EXPECT_TRUE(kernel_net_of(a2).has_value());  // its kernel sizes 6 and 15, LeakyReLU, a 16-tap head
   set_activation(a2, "SiLU", "");
   EXPECT_FALSE(kernel_net_of(a2, &why).has_value());
   EXPECT_EQ(why, "layer array 0 uses SiLU");
@@ -361,8 +359,14 @@ void expect_cpu_kernels_match_libtorch(const NamWaveNetSpec& spec, const std::st
   wavenet_cpu_use_baseline_isa(false);
   net->set_cpu_kernels(true);
   EXPECT_LE((y_base - y_ref).abs().max().item<double>(), 5e-6 * scale) << name << " baseline ISA";
+  // Each parameter's gradient within 5e-5 of its norm, or within 4x of LibTorch's own float32 error
+  // on it (a gradient 10^4 times smaller than the rest, as A2's last layers have, is summed from
+  // terms that cancel, and float32 keeps fewer of its digits in either path).
+  auto bound = [&](size_t k) {
+    return std::max(5e-5 * g_ref[k].norm().item<double>(), 4 * (g_lt[k] - g_ref[k]).norm().item<double>());
+  };
   for (size_t k = 0; k < g_base.size(); ++k)
-    EXPECT_LE((g_base[k] - g_ref[k]).norm().item<double>(), 5e-5 * g_ref[k].norm().item<double>()) << name << " baseline ISA " << k;
+    EXPECT_LE((g_base[k] - g_ref[k]).norm().item<double>(), bound(k)) << name << " baseline ISA " << k;
   ASSERT_EQ(y.sizes(), y_ref.sizes());
   EXPECT_GT(scale, 1e-3);
   const double e_lt = (y_lt - y_ref).abs().max().item<double>() / scale, e = (y - y_ref).abs().max().item<double>() / scale;
@@ -377,7 +381,7 @@ void expect_cpu_kernels_match_libtorch(const NamWaveNetSpec& spec, const std::st
     const double r = (g[k] - g_ref[k]).norm().item<double>() / std::max(norm, 1e-300);
     worst = std::max(worst, norm == 0 ? 0.0 : r);
     worst_lt = std::max(worst_lt, norm == 0 ? 0.0 : (g_lt[k] - g_ref[k]).norm().item<double>() / norm);
-    EXPECT_LE((g[k] - g_ref[k]).norm().item<double>(), 5e-5 * norm) << name << " parameter " << k;
+    EXPECT_LE((g[k] - g_ref[k]).norm().item<double>(), bound(k)) << name << " parameter " << k;
   }
   std::printf("%s: worst relative L2 gradient error: kernels %.2e, LibTorch float32 %.2e\n", name.c_str(), worst, worst_lt);
   // Float rounding, amplified alike through the tanh layers with random weights: the kernels' error
@@ -410,15 +414,14 @@ TEST(AmpModels, CpuKernelsMatchLibTorchForwardAndGradients) {
   expect_cpu_kernels_match_libtorch(nam_of(one), "one array, two outputs");
 }
 
-// The activations besides Tanh, each through its derivative from the output, and a kernel size per
-// layer: A2's layers (8 channels, kernels 6 and 15, LeakyReLU 0.01) with a 1x1 head, then the
-// standard preset with ReLU and with Sigmoid, and lite's 12/6 channels (vector tiles and the plain
-// loop) with LeakyReLU of another slope.
+// The activations besides Tanh, each through its derivative from the output, a kernel size per
+// layer and heads wider than 1x1: A2 and a2_small (8 and 3 channels, kernels 6 and 15, LeakyReLU
+// 0.01, a 16-tap head), the standard preset with ReLU and with Sigmoid, lite's 12/6 channels
+// (vector tiles and the plain loop) with LeakyReLU of another slope, and three arrays whose first
+// and last heads have 3 taps 2 apart and 4 taps (the next array then takes fewer rows).
 TEST(AmpModels, CpuKernelsMatchLibTorchForEveryActivationAndPerLayerKernelSizes) {
-  NamWaveNetSpec a2 = nam_wavenet_preset("a2");
-  a2.arrays[0].head_kernel = 1;
-  a2.arrays[0].layers.resize(17);  // through both 15-tap layers, with a shorter receptive field
-  expect_cpu_kernels_match_libtorch(a2, "A2's layers, 1x1 head", 0.1);
+  expect_cpu_kernels_match_libtorch(nam_wavenet_preset("a2"), "A2", 0.1);
+  expect_cpu_kernels_match_libtorch(nam_wavenet_preset("a2_small"), "a2_small", 0.05);
   for (const char* activation : {"ReLU", "Sigmoid"}) {
     NamWaveNetSpec s = nam_of(wavenet_preset("standard"));
     set_activation(s, activation, "");
@@ -428,6 +431,21 @@ TEST(AmpModels, CpuKernelsMatchLibTorchForEveryActivationAndPerLayerKernelSizes)
   for (NamLayerSpec& l : lite.arrays[0].layers) l.activation = ActivationSpec{"LeakyReLU", {0.2}};
   for (NamLayerSpec& l : lite.arrays[1].layers) l.activation = ActivationSpec{"LeakyReLU", {0.2}};
   expect_cpu_kernels_match_libtorch(lite, "lite, LeakyReLU 0.2", 0.1);
+  WaveNetConfig three;
+  for (const auto& [in, channels, head, kernel] : std::vector<std::array<int64_t, 4>>{{1, 3, 5, 2}, {3, 5, 4, 3}, {5, 4, 2, 1}}) {
+    LayerArrayConfig a;
+    a.input_size = in;
+    a.channels = channels;
+    a.head_size = head;
+    a.kernel_size = kernel;
+    a.dilations = {1, 2, 3};
+    three.layers.push_back(a);
+  }
+  NamWaveNetSpec heads = nam_of(three);
+  heads.arrays[0].head_kernel = 3;
+  heads.arrays[0].head_dilation = 2;
+  heads.arrays[2].head_kernel = 4;
+  expect_cpu_kernels_match_libtorch(heads, "three arrays, heads of 3 and 4 taps");
 }
 
 // A checkpoint of the classic module this one replaced (its names, no head_scale buffer, with and

@@ -2,8 +2,8 @@
 // NAM's presets, A2, gated and blended layers, every activation, bottlenecks, groups, head1x1,
 // FiLM, head kernels, a condition_dsp (trained with it), a head after the arrays. Two execution
 // paths, one set of parameters: on the CPU in float32, the hand-written forward and backward of
-// wavenet_cpu.h for every spec its kernels cover (kernel_net_of: NAM's four presets and any
-// ungated Tanh, Sigmoid, ReLU or LeakyReLU net with 1x1 heads); LibTorch's ops everywhere else
+// wavenet_cpu.h for every spec its kernels cover (kernel_net_of: NAM's four presets, A2, and any
+// ungated Tanh, Sigmoid, ReLU or LeakyReLU net without FiLM or groups); LibTorch's ops everywhere else
 // (any device, any dtype, autocast, double backward, and the specs the kernels do not cover).
 //
 // forward() is the whole-signal computation with valid convolutions, every signal aligned at its

@@ -34,13 +34,18 @@ struct NetLayer {
   at::Tensor conv, conv_t, bias, mixer, one, one_t, one_bias;
 };
 
+// Lengths: the layers take z_0 .. z_J down from in_len to sum_len (len.back()); the head sum has
+// sum_len rows, and the head (hk taps hd apart) leaves out_len = sum_len - (hk - 1) hd of them,
+// which is also what the next array takes: the last out_len rows of z_J.
 struct NetArray {
-  int64_t cin, C, H;
-  std::vector<int64_t> len;  // len[j]: the length of layer j's input z_j; len.back() = out_len
+  int64_t cin, C, H, hk, hd;
+  std::vector<int64_t> len;  // len[j]: the length of layer j's input z_j
   at::Tensor rechannel, rechannel_t, head, head_t, head_bias;  // head_bias undefined when none
   std::vector<NetLayer> layers;
   int64_t in_len() const { return len.front(); }
-  int64_t out_len() const { return len.back(); }
+  int64_t sum_len() const { return len.back(); }
+  int64_t head_back() const { return (hk - 1) * hd; }
+  int64_t out_len() const { return len.back() - head_back(); }
 };
 
 // The parameters a net has, in the .nam order: per array the rechannel, per layer 5, the head's 1 or 2.
@@ -60,6 +65,8 @@ std::vector<NetArray> make_net(const KernelNet& config, at::TensorList params, i
     a.cin = c.input_size;
     a.C = c.channels;
     a.H = c.head_size;
+    a.hk = c.head_kernel;
+    a.hd = c.head_dilation;
     a.rechannel = forward_layout(params[at]);
     a.rechannel_t = backward_layout(params[at++]);
     a.len.push_back(length);
@@ -83,6 +90,7 @@ std::vector<NetArray> make_net(const KernelNet& config, at::TensorList params, i
     a.head = forward_layout(params[at]);
     a.head_t = backward_layout(params[at++]);
     if (c.head_bias) a.head_bias = params[at++].detach().contiguous();
+    length -= a.head_back();
     net.push_back(std::move(a));
   }
   return net;
@@ -91,8 +99,8 @@ std::vector<NetArray> make_net(const KernelNet& config, at::TensorList params, i
 const float* ptr(const at::Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
 
 // The activations the backward pass needs, per array: z[j] [B][len j][C] (z[0] is the rechannelled
-// input, z.back() the array's output), post[j] [B][len j+1][C] (the tanh outputs), head_sum
-// [B][out_len][C] and head [B][out_len][H].
+// input, z.back() the array's output), post[j] [B][len j+1][C] (the activations' outputs), head_sum
+// [B][sum_len][C] and head [B][out_len][H].
 struct Activations {
   std::vector<std::vector<at::Tensor>> z, post;
   std::vector<at::Tensor> head_sum, head;
@@ -117,7 +125,7 @@ Activations allocate(const std::vector<NetArray>& net, int64_t batch, bool keep_
       post.push_back(keep_all ? at::empty({batch, a.len[j], a.C}, options) : shared_post.narrow(1, 0, a.len[j]));
     s.z.push_back(std::move(z));
     s.post.push_back(std::move(post));
-    s.head_sum.push_back(at::empty({batch, a.out_len(), a.C}, options));
+    s.head_sum.push_back(at::empty({batch, a.sum_len(), a.C}, options));
     s.head.push_back(at::empty({batch, a.out_len(), a.H}, options));
   }
   return s;
@@ -130,7 +138,7 @@ void forward_item(const KernelSet& ks, const std::vector<NetArray>& net, const f
   const float* y = x;  // this array's input rows, [len 0][cin]
   for (size_t i = 0; i < net.size(); ++i) {
     const NetArray& a = net[i];
-    const int64_t C = a.C, out_len = a.out_len();
+    const int64_t C = a.C, sum_len = a.sum_len();
     Rows re;
     re.in = y;
     re.cin = a.cin;
@@ -142,10 +150,10 @@ void forward_item(const KernelSet& ks, const std::vector<NetArray>& net, const f
     // The head sum starts from the previous array's head output, aligned at the end.
     float* head_sum = item(s.head_sum[i], b);
     if (i == 0) {
-      std::fill(head_sum, head_sum + out_len * C, 0.0f);
+      std::fill(head_sum, head_sum + sum_len * C, 0.0f);
     } else {
-      const float* previous = item(s.head[i - 1], b) + (net[i - 1].out_len() - out_len) * C;
-      std::copy(previous, previous + out_len * C, head_sum);
+      const float* previous = item(s.head[i - 1], b) + (net[i - 1].out_len() - sum_len) * C;
+      std::copy(previous, previous + sum_len * C, head_sum);
     }
     for (size_t j = 0; j < a.layers.size(); ++j) {
       const NetLayer& l = a.layers[j];
@@ -177,19 +185,21 @@ void forward_item(const KernelSet& ks, const std::vector<NetArray>& net, const f
       one.n = T;
       one.channels = C;
       ks.rows(one);
-      const float* tail = post + (T - out_len) * C;
-      for (int64_t k = 0; k < out_len * C; ++k) head_sum[k] += tail[k];
+      const float* tail = post + (T - sum_len) * C;
+      for (int64_t k = 0; k < sum_len * C; ++k) head_sum[k] += tail[k];
     }
-    Rows head;
+    Rows head;  // head[t] = head_bias + sum_k Head_k head_sum[t + k hd]
     head.in = head_sum;
     head.cin = C;
+    head.step = a.hd;
+    head.taps = a.hk;
     head.w = ptr(a.head);
     head.bias = ptr(a.head_bias);
     head.out = item(s.head[i], b);
-    head.n = out_len;
+    head.n = a.out_len();
     head.channels = a.H;
     ks.rows(head);
-    y = item(s.z[i].back(), b);
+    y = item(s.z[i].back(), b) + a.head_back() * C;  // the next array takes the last out_len rows
   }
 }
 
@@ -206,9 +216,10 @@ struct Grads {
 struct BackwardScratch {
   std::vector<size_t> first_param;  // per array, in the .nam order
   int64_t max_back = 0;             // the largest (K - 1) d: da's zero rows either side
+  int64_t max_head_back = 0;        // the largest (hk - 1) hd: the head gradient's zero rows either side
   // dz of the current layer's output and input, da (with its zero rows), the head sum's gradient,
-  // and the head gradients of this array and the one before.
-  std::vector<float> gz, gz_in, da_padded, head_sum_grad, head_grad_here, head_grad_previous;
+  // the head gradients of this array and the one before, and this array's with its zero rows.
+  std::vector<float> gz, gz_in, da_padded, head_sum_grad, head_grad_here, head_grad_previous, head_grad_padded;
 
   explicit BackwardScratch(const std::vector<NetArray>& net) {
     size_t p = 0;
@@ -219,11 +230,13 @@ struct BackwardScratch {
       max_len = std::max(max_len, a.in_len());
       max_c = std::max({max_c, a.C, a.H, a.cin});
       for (const NetLayer& l : a.layers) max_back = std::max(max_back, (l.K - 1) * l.dilation);
+      max_head_back = std::max(max_head_back, a.head_back());
     }
     gz.resize(static_cast<size_t>(max_len * max_c));
     gz_in.resize(gz.size());
     head_sum_grad.resize(gz.size());
     da_padded.resize(static_cast<size_t>((max_len + 2 * max_back) * max_c));
+    head_grad_padded.resize(static_cast<size_t>((max_len + 2 * max_head_back) * max_c));
   }
 };
 
@@ -238,41 +251,57 @@ void backward_item(const KernelSet& ks, const std::vector<NetArray>& net, const 
   std::vector<float>& head_sum_grad = scratch.head_sum_grad;
   std::vector<float>& head_grad_here = scratch.head_grad_here;
   std::vector<float>& head_grad_previous = scratch.head_grad_previous;
+  std::vector<float>& head_grad_padded = scratch.head_grad_padded;
   head_grad_here.assign(item(head_grad, b), item(head_grad, b) + head_grad.size(1) * head_grad.size(2));
   bool have_gz = false;  // the last array's output feeds nothing
 
   for (size_t i = net.size(); i-- > 0;) {
     const NetArray& a = net[i];
-    const int64_t C = a.C, H = a.H, out_len = a.out_len();
+    const int64_t C = a.C, H = a.H, out_len = a.out_len(), sum_len = a.sum_len(), head_back = a.head_back();
     size_t param = first_param[i];
     const size_t rechannel_param = param++;
-    // Head: head = head_sum Head + head_bias.
+    // Head: head[t] = head_bias + sum_k Head_k head_sum[t + k hd], so
+    // head_sum_grad[s] = sum_k Head_k^T head_grad[s - k hd] over s < sum_len, the head gradient
+    // read through head_back zero rows either side.
+    float* hg = head_grad_padded.data() + head_back * H;
+    std::fill(hg - head_back * H, hg, 0.0f);
+    std::copy(head_grad_here.begin(), head_grad_here.begin() + out_len * H, hg);
+    std::fill(hg + out_len * H, hg + (out_len + head_back) * H, 0.0f);
     Rows hs;
-    hs.in = head_grad_here.data();
+    hs.in = hg;
     hs.cin = H;
+    hs.step = -a.hd;
+    hs.taps = a.hk;
     hs.w = ptr(a.head_t);
     hs.out = head_sum_grad.data();
-    hs.n = out_len;
+    hs.n = sum_len;
     hs.channels = C;
     ks.rows(hs);
     const size_t head_param = param + 5 * a.layers.size();
-    Outer dh;
-    dh.a = item(s.head_sum[i], b);
-    dh.sa = C;
-    dh.ca = C;
-    dh.b = head_grad_here.data();
-    dh.n = out_len;
-    dh.channels = H;
-    dh.dw = g.at(head_param);
-    dh.db = a.head_bias.defined() ? g.at(head_param + 1) : nullptr;
-    ks.outer(dh);
-    if (i > 0) {  // the head sum started from the previous array's head output (its last out_len rows)
+    for (int64_t k = 0; k < a.hk; ++k) {
+      Outer dh;
+      dh.a = item(s.head_sum[i], b) + k * a.hd * C;
+      dh.sa = C;
+      dh.ca = C;
+      dh.b = hg;
+      dh.n = out_len;
+      dh.channels = H;
+      dh.dw = g.at(head_param) + k * C * H;
+      dh.db = k == 0 && a.head_bias.defined() ? g.at(head_param + 1) : nullptr;
+      ks.outer(dh);
+    }
+    if (i > 0) {  // the head sum started from the previous array's head output (its last sum_len rows)
       const int64_t previous_len = net[i - 1].out_len();
       head_grad_previous.assign(static_cast<size_t>(previous_len * C), 0.0f);
-      std::copy(head_sum_grad.begin(), head_sum_grad.begin() + out_len * C,
-                head_grad_previous.begin() + (previous_len - out_len) * C);
+      std::copy(head_sum_grad.begin(), head_sum_grad.begin() + sum_len * C,
+                head_grad_previous.begin() + (previous_len - sum_len) * C);
     }
-    if (!have_gz) std::fill(gz.begin(), gz.begin() + out_len * C, 0.0f);
+    if (!have_gz) {
+      std::fill(gz.begin(), gz.begin() + sum_len * C, 0.0f);
+    } else if (head_back > 0) {  // the next array took only the last out_len rows of z_J
+      std::copy_backward(gz.begin(), gz.begin() + out_len * C, gz.begin() + sum_len * C);
+      std::fill(gz.begin(), gz.begin() + head_back * C, 0.0f);
+    }
     float* da = da_padded.data() + max_back * C;
     for (size_t j = a.layers.size(); j-- > 0;) {
       const NetLayer& l = a.layers[j];
@@ -280,7 +309,7 @@ void backward_item(const KernelSet& ks, const std::vector<NetArray>& net, const 
       const int64_t T = a.len[j + 1], back = (l.K - 1) * l.dilation;
       const float* post = item(s.post[i][j], b);
       const float* z = item(s.z[i][j], b);
-      // da = (One gz + head_sum_grad on the last out_len steps) f'(a), from post = f(a)
+      // da = (One gz + head_sum_grad on the last sum_len steps) f'(a), from post = f(a)
       Rows d;
       d.in = gz.data();
       d.cin = C;
@@ -289,14 +318,14 @@ void backward_item(const KernelSet& ks, const std::vector<NetArray>& net, const 
       d.slope = l.slope;
       d.grad_of = post;
       d.out = da;
-      d.n = T - out_len;
+      d.n = T - sum_len;
       d.channels = C;
       ks.rows(d);
-      d.in = gz.data() + (T - out_len) * C;
+      d.in = gz.data() + (T - sum_len) * C;
       d.rows = head_sum_grad.data();
-      d.grad_of = post + (T - out_len) * C;
-      d.out = da + (T - out_len) * C;
-      d.n = out_len;
+      d.grad_of = post + (T - sum_len) * C;
+      d.out = da + (T - sum_len) * C;
+      d.n = sum_len;
       ks.rows(d);
       // Weight gradients.
       Outer w1;
@@ -351,7 +380,8 @@ void backward_item(const KernelSet& ks, const std::vector<NetArray>& net, const 
       std::swap(gz, gz_in);
     }
     // gz is now dL/dz_0 [len 0][C]; z_0 = input Rechannel.
-    const float* input = i == 0 ? x : item(s.z[i - 1].back(), b);
+    // (the previous array's last out_len rows of z_J)
+    const float* input = i == 0 ? x : item(s.z[i - 1].back(), b) + net[i - 1].head_back() * net[i - 1].C;
     Outer wr;
     wr.a = input;
     wr.sa = a.cin;
@@ -395,7 +425,8 @@ std::vector<int64_t> encode(const KernelNet& n, std::vector<double>& reals) {
   std::vector<int64_t> ints = {static_cast<int64_t>(n.arrays.size())};
   reals = {n.head_scale};
   for (const KernelArray& a : n.arrays) {
-    ints.insert(ints.end(), {a.input_size, a.channels, a.head_size, a.head_bias ? 1 : 0, static_cast<int64_t>(a.layers.size())});
+    ints.insert(ints.end(), {a.input_size, a.channels, a.head_size, a.head_kernel, a.head_dilation, a.head_bias ? 1 : 0,
+                             static_cast<int64_t>(a.layers.size())});
     for (const KernelLayer& l : a.layers) {
       ints.insert(ints.end(), {l.kernel_size, l.dilation, static_cast<int64_t>(l.activation)});
       reals.push_back(l.slope);
@@ -413,6 +444,8 @@ KernelNet decode(const std::vector<int64_t>& ints, const std::vector<double>& re
     a.input_size = ints[i++];
     a.channels = ints[i++];
     a.head_size = ints[i++];
+    a.head_kernel = ints[i++];
+    a.head_dilation = ints[i++];
     a.head_bias = ints[i++] != 0;
     a.layers.resize(static_cast<size_t>(ints[i++]));
     for (KernelLayer& l : a.layers) {
@@ -535,7 +568,7 @@ std::optional<KernelNet> kernel_net_of(const NamWaveNetSpec& spec, std::string* 
     if (i == 0 && a.input_size != 1) return no(array + " takes " + std::to_string(a.input_size) + " input channels");
     if (a.condition_size != 1) return no(array + " has a condition of " + std::to_string(a.condition_size) + " channels");
     if (a.bottleneck != a.channels) return no(array + " has a bottleneck");
-    if (a.head_kernel != 1) return no(array + "'s head has kernel size " + std::to_string(a.head_kernel));
+    if (a.head_kernel < 1 || a.head_dilation < 1) return no(array + "'s head has kernel size or dilation below 1");
     if (a.groups_input != 1 || a.groups_input_mixin != 1 || a.layer1x1_groups != 1) return no(array + " has grouped convolutions");
     if (!a.layer1x1) return no(array + " has no layer1x1");
     if (a.head1x1) return no(array + " has a head1x1");
@@ -549,6 +582,8 @@ std::optional<KernelNet> kernel_net_of(const NamWaveNetSpec& spec, std::string* 
     k.input_size = a.input_size;
     k.channels = a.channels;
     k.head_size = a.head_size;
+    k.head_kernel = a.head_kernel;
+    k.head_dilation = a.head_dilation;
     k.head_bias = a.head_bias;
     for (const NamLayerSpec& l : a.layers) {
       if (l.gating != Gating::None) return no(array + " has gated or blended layers");
@@ -590,8 +625,10 @@ at::Tensor wavenet_cpu_forward(const KernelNet& net, at::TensorList params, cons
                                 std::to_string(parameter_count(net)));
   if (x.dim() != 3 || x.size(1) != 1) throw std::invalid_argument("wavenet_cpu_forward: input must be [batch][1][samples], got " + c10::str(x.sizes()));
   int64_t history = 0;
-  for (const KernelArray& a : net.arrays)
+  for (const KernelArray& a : net.arrays) {
+    history += (a.head_kernel - 1) * a.head_dilation;
     for (const KernelLayer& l : a.layers) history += (l.kernel_size - 1) * l.dilation;
+  }
   if (x.size(2) <= history)
     throw std::invalid_argument("WaveNet: " + std::to_string(x.size(2)) + " input samples are fewer than the receptive field (" +
                                 std::to_string(history + 1) + ")");

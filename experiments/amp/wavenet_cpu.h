@@ -30,14 +30,15 @@
 namespace wavetrain::experiments::amp {
 
 // What the kernels compute: layer arrays of C channels (no bottleneck, groups, FiLM, head1x1 or
-// gating; a 1x1 per layer; a 1x1 head), per layer its own kernel size, dilation and activation.
+// gating; a 1x1 per layer; a head of any kernel size and dilation), per layer its own kernel size,
+// dilation and activation.
 struct KernelLayer {
   int64_t kernel_size = 3, dilation = 1;
   kernels::Act activation = kernels::Act::Tanh;
   float slope = 0.0f;  // LeakyReLU
 };
 struct KernelArray {
-  int64_t input_size = 1, channels = 16, head_size = 1;
+  int64_t input_size = 1, channels = 16, head_size = 1, head_kernel = 1, head_dilation = 1;
   bool head_bias = true;
   std::vector<KernelLayer> layers;
 };
@@ -48,7 +49,7 @@ struct KernelNet {
 
 // The kernels' description of a .nam WaveNet, or nullopt with the reason in *why. Covered: no
 // condition_dsp or head after the arrays; one-channel input and condition; per array channels =
-// bottleneck, a 1x1 head (kernel 1) summed from the layers' activations, a layer1x1 and nothing
+// bottleneck, a head (any kernel) over the sum of the layers' activations, a layer1x1 and nothing
 // else (no groups, FiLM, head1x1, slimming); ungated layers of Tanh, Sigmoid, ReLU or LeakyReLU
 // (slope >= 0); an array's head as wide as the next array's channels. The parameters are then
 // those of NamWaveNetImpl in its (the file's) order.
