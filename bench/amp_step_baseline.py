@@ -1,12 +1,14 @@
-# Baseline for bench/amp.sh: one training step of NAM's standard WaveNet written in Python PyTorch
-# from its published design (layer arrays: rechannel, dilated conv + input mixer, tanh, 1x1
-# residual, summed head, head rechannel, head scale 0.02), NAM's loss (MSE + 2e-4 x MRSTFT with
-# auraloss's defaults on 0.85 pre-emphasised signals) and Adam lr 0.004, batch 16 x 8192.
+# Baseline for bench/amp.sh: one training step of a NAM WaveNet written in Python PyTorch from its
+# published design (layer arrays: rechannel, dilated conv + input mixer, activation, 1x1 residual,
+# summed head, head rechannel, head scale), NAM's loss (MSE + 2e-4 x MRSTFT with auraloss's
+# defaults on 0.85 pre-emphasised signals) and Adam lr 0.004, batch 16 x 8192.
 # Prints the median step time in ms.
-# usage: amp_step_baseline.py [THREADS] [REPEATS] [DEVICE] [PRECISION]
+# usage: amp_step_baseline.py [THREADS] [REPEATS] [DEVICE] [PRECISION] [MODEL]
 #   DEVICE cpu by default (cuda for scripts/gpu-check); PRECISION 32 (default) or 16-mixed: fp16
 #   autocast around the forward pass, the loss in fp32, and torch.amp's GradScaler, as wavetrain's
-#   trainer.precision=16-mixed does
+#   trainer.precision=16-mixed does. MODEL: standard (default; NAM's standard preset) or a2 (NAM's
+#   A2: 8 channels, 23 layers of kernel 6 or 15, LeakyReLU 0.01, a 16-tap head, head scale 0.01).
+import contextlib
 import sys
 import time
 
@@ -21,45 +23,62 @@ precision = sys.argv[4] if len(sys.argv) > 4 else "32"
 if precision not in ("32", "16-mixed"):
     sys.exit("amp_step_baseline.py: PRECISION must be 32 or 16-mixed, got %r" % precision)
 mixed = precision == "16-mixed"
+model_name = sys.argv[5] if len(sys.argv) > 5 else "standard"
+if model_name not in ("standard", "a2"):
+    sys.exit("amp_step_baseline.py: MODEL must be standard or a2, got %r" % model_name)
 torch.set_num_threads(threads)
 torch.set_flush_denormal(True)
 torch.manual_seed(0)
 
 
 class Array(nn.Module):
-    def __init__(self, cin, ch, head, dilations, head_bias):
+    # layers: (kernel size, dilation) per layer; the head sum runs over the layers' last sum_len
+    # outputs, and the head (head_kernel taps) leaves sum_len - head_kernel + 1 of them, which is
+    # also what the next array takes of z.
+    def __init__(self, cin, ch, head, layers, head_bias, activation=torch.tanh, head_kernel=1):
         super().__init__()
         self.rechannel = nn.Conv1d(cin, ch, 1, bias=False)
-        self.convs = nn.ModuleList([nn.Conv1d(ch, ch, 3, dilation=d) for d in dilations])
-        self.mixers = nn.ModuleList([nn.Conv1d(1, ch, 1, bias=False) for _ in dilations])
-        self.ones = nn.ModuleList([nn.Conv1d(ch, ch, 1) for _ in dilations])
-        self.head = nn.Conv1d(ch, head, 1, bias=head_bias)
-        self.rf = 1 + 2 * sum(dilations)
+        self.convs = nn.ModuleList([nn.Conv1d(ch, ch, k, dilation=d) for k, d in layers])
+        self.mixers = nn.ModuleList([nn.Conv1d(1, ch, 1, bias=False) for _ in layers])
+        self.ones = nn.ModuleList([nn.Conv1d(ch, ch, 1) for _ in layers])
+        self.head = nn.Conv1d(ch, head, head_kernel, bias=head_bias)
+        self.activation = activation
+        self.back = sum((k - 1) * d for k, d in layers)
 
     def forward(self, y, x, head):
-        out_len = y.shape[2] - (self.rf - 1)
+        sum_len = y.shape[2] - self.back
         z = self.rechannel(y)
-        total = None if head is None else head[:, :, -out_len:]
+        total = None if head is None else head[:, :, -sum_len:]
         for conv, mixer, one in zip(self.convs, self.mixers, self.ones):
             zc = conv(z)
-            post = torch.tanh(zc + mixer(x)[:, :, -zc.shape[2]:])
+            post = self.activation(zc + mixer(x)[:, :, -zc.shape[2]:])
             z = z[:, :, -post.shape[2]:] + one(post)
-            term = post[:, :, -out_len:]
+            term = post[:, :, -sum_len:]
             total = term if total is None else total + term
-        return self.head(total), z
+        h = self.head(total)
+        return h, z[:, :, -h.shape[2]:]
 
 
 class WaveNet(nn.Module):
-    def __init__(self):
+    def __init__(self, name):
         super().__init__()
-        d = [2 ** i for i in range(10)]
-        self.arrays = nn.ModuleList([Array(1, 16, 8, d, False), Array(16, 8, 1, d, True)])
+        if name == "standard":
+            d = [(3, 2 ** i) for i in range(10)]
+            self.arrays = nn.ModuleList([Array(1, 16, 8, d, False), Array(16, 8, 1, d, True)])
+            self.scale = 0.02
+        else:
+            dilations = [1, 3, 7, 17, 41, 101, 239, 1, 3, 7, 17, 41, 101, 239, 1, 13, 1, 3, 7, 17, 41, 101, 239]
+            layers = [(15 if i in (14, 15) else 6, d) for i, d in enumerate(dilations)]
+            leaky = lambda v: F.leaky_relu(v, 0.01)
+            self.arrays = nn.ModuleList([Array(1, 8, 1, layers, True, leaky, 16)])
+            self.scale = 0.01
+        self.rf = 1 + sum(a.back + a.head.kernel_size[0] - 1 for a in self.arrays)
 
     def forward(self, x):
         y, head = x, None
         for a in self.arrays:
             head, y = a(y, x, head)
-        return 0.02 * head
+        return self.scale * head
 
 
 WINDOWS = {w: torch.hann_window(w, device=device) for w in (600, 1200, 240)}
@@ -76,9 +95,9 @@ def mrstft(p, t):
     return total / 3
 
 
-model = WaveNet().to(device)
+model = WaveNet(model_name).to(device)
 adam = torch.optim.Adam(model.parameters(), lr=0.004)
-x = (torch.randn(16, 1, 8192 + 4092) * 0.3).to(device)
+x = (torch.randn(16, 1, 8192 + model.rf - 1) * 0.3).to(device)
 y = torch.tanh(torch.randn(16, 1, 8192)).to(device)
 scaler = torch.amp.GradScaler(device.type) if mixed else None
 sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
@@ -87,7 +106,8 @@ for i in range(repeats + 2):
     sync()
     t0 = time.perf_counter()
     adam.zero_grad()
-    with torch.autocast(device.type, dtype=torch.float16, enabled=mixed):
+    # (torch 1.13's CPU autocast refuses float16 even when disabled: no autocast at all in fp32.)
+    with torch.autocast(device.type, dtype=torch.float16) if mixed else contextlib.nullcontext():
         p = model(x)
     p = p.float()
     pe = lambda v: v[..., 1:] - 0.85 * v[..., :-1]

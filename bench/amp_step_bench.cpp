@@ -1,10 +1,10 @@
-// One training step of NAM's standard WaveNet at NAM's defaults (batch 16 x 8192 output samples,
+// One training step of a NAM WaveNet (standard by default) at NAM's defaults (batch 16 x 8192 output samples,
 // MSE + 2e-4 x MRSTFT on 0.85 pre-emphasised signals, Adam lr 0.004), and inference speed:
 // offline chunks and 64-sample buffers, as real-time factors. bench/amp.sh runs it next to the same
 // step written in Python PyTorch (bench/amp_step_baseline.py) and prints the ratio.
 //
-// usage: wavetrain_bench_amp THREADS [REPEATS [ACTIVATION]]   (ACTIVATION: model.activation, e.g.
-// ReLU or LeakyReLU; default the preset's Tanh)
+// usage: wavetrain_bench_amp THREADS [REPEATS [PRESET [ACTIVATION [GATING]]]]   (model.preset,
+// default standard; model.activation and model.gating, default the preset's)
 // prints "step_ms libtorch_step_ms offline_rtf stream64_rtf": the step through the hand-written CPU
 // kernels (wavenet_cpu.h), the same step through LibTorch's conv1d, and the inference speeds.
 #include <ATen/ATen.h>
@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 10;
   wavetrain::configure_threads(threads);  // as the wavetrain binary does (trainer/threads.h)
   at::manual_seed(0);
-  experiments::amp::AmpModel m = experiments::amp::make_amp_model("wavenet", "standard", 48000, argc > 3 ? argv[3] : "");
+  experiments::amp::AmpModel m = experiments::amp::make_amp_model("wavenet", argc > 3 ? argv[3] : "standard", 48000,
+                                                                  argc > 4 ? argv[4] : "", argc > 5 ? argv[5] : "");
   torch::optim::Adam adam(m.module().parameters(), torch::optim::AdamOptions(0.004));
   const losses::CombinedLoss loss({{"mse", 1.0}, {"mrstft", 2e-4}, {"pre_emphasis", 0.85}});
   const int64_t rf = m.receptive_field();

@@ -70,17 +70,25 @@ TEST(AmpModels, PresetSizesAndReceptiveFields) {
     EXPECT_EQ(std::string(e.what()), "WaveNet: layer array 0, layer 2 has dilation 0; dilations must be >= 1");
   }
   // What the CPU kernels do not cover is said, and left to LibTorch's ops.
-  WaveNetConfig gated = wavenet_preset("nano");
-  gated.layers[0].gated = true;
+  NamWaveNetSpec gated = nam_of(wavenet_preset("nano"));
+  set_activation(gated, "", "gated");
+  EXPECT_TRUE(NamWaveNet(gated)->cpu_kernels_cover());
+  gated.arrays[1].layers[4].secondary = ActivationSpec{"Tanh", {}};
   std::string why;
-  EXPECT_FALSE(kernel_net_of(nam_of(gated), &why).has_value());
-  EXPECT_EQ(why, "layer array 0 has gated or blended layers");
-  EXPECT_FALSE(NamWaveNet(nam_of(gated))->cpu_kernels_cover());
+  EXPECT_FALSE(kernel_net_of(gated, &why).has_value());
+  EXPECT_EQ(why, "layer array 1 gates with Tanh");
+  EXPECT_FALSE(NamWaveNet(gated)->cpu_kernels_cover());
   NamWaveNetSpec a2 = nam_wavenet_preset("a2");
   EXPECT_TRUE(kernel_net_of(a2).has_value());  // its kernel sizes 6 and 15, LeakyReLU, a 16-tap head
-  set_activation(a2, "SiLU", "");
+  set_activation(a2, "SiLU", "blended");
+  EXPECT_TRUE(kernel_net_of(a2).has_value());
+  set_activation(a2, "Softsign", "");
   EXPECT_FALSE(kernel_net_of(a2, &why).has_value());
-  EXPECT_EQ(why, "layer array 0 uses SiLU");
+  EXPECT_EQ(why, "layer array 0 uses Softsign");
+  a2 = nam_wavenet_preset("a2");
+  a2.arrays[0].bottleneck = 4;
+  EXPECT_FALSE(kernel_net_of(a2, &why).has_value());
+  EXPECT_EQ(why, "layer array 0 has a bottleneck");
   for (const char* preset : {"standard", "lite", "feather", "nano"}) EXPECT_TRUE(make_amp_model("wavenet", preset).wavenet->cpu_kernels_cover()) << preset;
   // The kernels check the parameters they are given against the net.
   const NamWaveNet nano(nam_of(wavenet_preset("nano")));
@@ -414,18 +422,21 @@ TEST(AmpModels, CpuKernelsMatchLibTorchForwardAndGradients) {
   expect_cpu_kernels_match_libtorch(nam_of(one), "one array, two outputs");
 }
 
-// The activations besides Tanh, each through its derivative from the output, a kernel size per
-// layer and heads wider than 1x1: A2 and a2_small (8 and 3 channels, kernels 6 and 15, LeakyReLU
-// 0.01, a 16-tap head), the standard preset with ReLU and with Sigmoid, lite's 12/6 channels
-// (vector tiles and the plain loop) with LeakyReLU of another slope, and three arrays whose first
-// and last heads have 3 taps 2 apart and 4 taps (the next array then takes fewer rows).
+// The activations besides Tanh, each through its derivative from the output or (SiLU, gated and
+// blended layers) from the kept conv outputs, a kernel size per layer and heads wider than 1x1: A2
+// and a2_small (8 and 3 channels, kernels 6 and 15, LeakyReLU 0.01, a 16-tap head), the standard
+// preset with ReLU, Sigmoid and SiLU, gated Tanh and blended SiLU, lite's 12/6 channels (vector
+// tiles and the plain loop) with LeakyReLU of another slope, and three arrays whose first and
+// last heads have 3 taps 2 apart and 4 taps (the next array then takes fewer rows), with a gated
+// and a blended layer among them.
 TEST(AmpModels, CpuKernelsMatchLibTorchForEveryActivationAndPerLayerKernelSizes) {
   expect_cpu_kernels_match_libtorch(nam_wavenet_preset("a2"), "A2", 0.1);
   expect_cpu_kernels_match_libtorch(nam_wavenet_preset("a2_small"), "a2_small", 0.05);
-  for (const char* activation : {"ReLU", "Sigmoid"}) {
+  for (const auto& [activation, gating] : std::vector<std::pair<std::string, std::string>>{
+           {"ReLU", "none"}, {"Sigmoid", "none"}, {"SiLU", "none"}, {"Tanh", "gated"}, {"SiLU", "blended"}}) {
     NamWaveNetSpec s = nam_of(wavenet_preset("standard"));
-    set_activation(s, activation, "");
-    expect_cpu_kernels_match_libtorch(s, std::string("standard, ") + activation, 0.1);
+    set_activation(s, activation, gating);
+    expect_cpu_kernels_match_libtorch(s, "standard, " + activation + " " + gating, 0.1);
   }
   NamWaveNetSpec lite = nam_of(wavenet_preset("lite"));
   for (NamLayerSpec& l : lite.arrays[0].layers) l.activation = ActivationSpec{"LeakyReLU", {0.2}};
@@ -442,6 +453,9 @@ TEST(AmpModels, CpuKernelsMatchLibTorchForEveryActivationAndPerLayerKernelSizes)
     three.layers.push_back(a);
   }
   NamWaveNetSpec heads = nam_of(three);
+  heads.arrays[1].layers[1].gating = Gating::Gated;  // and Gate's layers amid the others
+  heads.arrays[2].layers[0].gating = Gating::Blended;
+  heads.arrays[2].layers[0].activation = ActivationSpec{"SiLU", {}};
   heads.arrays[0].head_kernel = 3;
   heads.arrays[0].head_dilation = 2;
   heads.arrays[2].head_kernel = 4;

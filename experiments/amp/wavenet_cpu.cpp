@@ -17,6 +17,7 @@ namespace {
 
 using kernels::KernelSet;
 using kernels::kernels_now;
+using kernels::Gate;
 using kernels::Outer;
 using kernels::Rows;
 
@@ -31,6 +32,10 @@ struct NetLayer {
   int64_t K, dilation;
   kernels::Act act;
   float slope;
+  kernels::GateMode mode;
+  int64_t M;       // conv outputs: C, or 2C gated and blended
+  bool keep_pre;   // the conv outputs kept (Gate), as gating and SiLU need them; else the
+                   // activation is fused into the conv (Rows) and its derivative taken from p
   at::Tensor conv, conv_t, bias, mixer, one, one_t, one_bias;
 };
 
@@ -76,6 +81,9 @@ std::vector<NetArray> make_net(const KernelNet& config, at::TensorList params, i
       l.dilation = kl.dilation;
       l.act = kl.activation;
       l.slope = kl.slope;
+      l.mode = kl.gating;
+      l.M = l.mode == kernels::GateMode::None ? c.channels : 2 * c.channels;
+      l.keep_pre = l.mode != kernels::GateMode::None || l.act == kernels::Act::SiLU;
       l.conv = forward_layout(params[at]);
       l.conv_t = backward_layout(params[at++]);
       l.bias = params[at++].detach().contiguous();
@@ -100,31 +108,39 @@ const float* ptr(const at::Tensor& t) { return t.defined() ? t.data_ptr<float>()
 
 // The activations the backward pass needs, per array: z[j] [B][len j][C] (z[0] is the rechannelled
 // input, z.back() the array's output), post[j] [B][len j+1][C] (the activations' outputs), head_sum
-// [B][sum_len][C] and head [B][out_len][H].
+// [B][sum_len][C] and head [B][out_len][H]; pre[j] [B][len j+1][M] the conv outputs of a layer
+// that keeps them (undefined for the others).
 struct Activations {
-  std::vector<std::vector<at::Tensor>> z, post;
+  std::vector<std::vector<at::Tensor>> z, post, pre;
   std::vector<at::Tensor> head_sum, head;
 };
 
 // keep_all false (inference): each array's z[j] alternate between two buffers and all post[j]
-// share one, so memory stays a few rows per sample instead of two per layer.
+// (and pre[j]) share one, so memory stays a few rows per sample instead of two per layer.
 Activations allocate(const std::vector<NetArray>& net, int64_t batch, bool keep_all) {
   Activations s;
   const auto options = at::TensorOptions().dtype(at::kFloat);
   for (const NetArray& a : net) {
-    std::vector<at::Tensor> z, post;
-    at::Tensor even, odd, shared_post;
+    std::vector<at::Tensor> z, post, pre;
+    at::Tensor even, odd, shared_post, shared_pre;
     if (!keep_all) {
       even = at::empty({batch, a.in_len(), a.C}, options);
       odd = at::empty_like(even);
       shared_post = at::empty({batch, a.len[1], a.C}, options);
+      shared_pre = at::empty({batch, a.len[1] * 2 * a.C}, options);  // rows of M <= 2C
     }
     for (size_t j = 0; j < a.len.size(); ++j)
       z.push_back(keep_all ? at::empty({batch, a.len[j], a.C}, options) : (j % 2 ? odd : even).narrow(1, 0, a.len[j]));
-    for (size_t j = 1; j < a.len.size(); ++j)
+    for (size_t j = 1; j < a.len.size(); ++j) {
       post.push_back(keep_all ? at::empty({batch, a.len[j], a.C}, options) : shared_post.narrow(1, 0, a.len[j]));
+      const NetLayer& l = a.layers[j - 1];
+      if (!l.keep_pre) pre.emplace_back();
+      else if (keep_all) pre.push_back(at::empty({batch, a.len[j], l.M}, options));
+      else pre.push_back(shared_pre.narrow(1, 0, a.len[j] * l.M).view({batch, a.len[j], l.M}));
+    }
     s.z.push_back(std::move(z));
     s.post.push_back(std::move(post));
+    s.pre.push_back(std::move(pre));
     s.head_sum.push_back(at::empty({batch, a.sum_len(), a.C}, options));
     s.head.push_back(at::empty({batch, a.out_len(), a.H}, options));
   }
@@ -160,7 +176,7 @@ void forward_item(const KernelSet& ks, const std::vector<NetArray>& net, const f
       const int64_t T = a.len[j + 1], back = (l.K - 1) * l.dilation;
       const float* z = item(s.z[i][j], b);
       float* post = item(s.post[i][j], b);
-      Rows conv;  // post = f(bias + mixer x + sum_k Conv_k z[t + k d])
+      Rows conv;  // post = f(bias + mixer x + sum_k Conv_k z[t + k d]), or pre = its input, then Gate
       conv.in = z;
       conv.cin = C;
       conv.step = l.dilation;
@@ -169,12 +185,23 @@ void forward_item(const KernelSet& ks, const std::vector<NetArray>& net, const f
       conv.bias = ptr(l.bias);
       conv.x = x + (length - T);
       conv.mixer = ptr(l.mixer);
-      conv.act = l.act;
+      conv.act = l.keep_pre ? kernels::Act::None : l.act;
       conv.slope = l.slope;
-      conv.out = post;
+      conv.out = l.keep_pre ? item(s.pre[i][j], b) : post;
       conv.n = T;
-      conv.channels = C;
+      conv.channels = l.M;
       ks.rows(conv);
+      if (l.keep_pre) {
+        Gate g;
+        g.mode = l.mode;
+        g.f = l.act;
+        g.slope = l.slope;
+        g.pre = item(s.pre[i][j], b);
+        g.n = T;
+        g.channels = C;
+        g.post = post;
+        ks.gate(g);
+      }
       Rows one;  // z_next = z[t + (K-1) d] + one_bias + One post
       one.in = post;
       one.cin = C;
@@ -218,8 +245,9 @@ struct BackwardScratch {
   int64_t max_back = 0;             // the largest (K - 1) d: da's zero rows either side
   int64_t max_head_back = 0;        // the largest (hk - 1) hd: the head gradient's zero rows either side
   // dz of the current layer's output and input, da (with its zero rows), the head sum's gradient,
-  // the head gradients of this array and the one before, and this array's with its zero rows.
-  std::vector<float> gz, gz_in, da_padded, head_sum_grad, head_grad_here, head_grad_previous, head_grad_padded;
+  // the head gradients of this array and the one before, this array's with its zero rows, and dp
+  // (the gradient of a Gate layer's output, before Gate's derivatives).
+  std::vector<float> gz, gz_in, da_padded, head_sum_grad, head_grad_here, head_grad_previous, head_grad_padded, dp;
 
   explicit BackwardScratch(const std::vector<NetArray>& net) {
     size_t p = 0;
@@ -229,7 +257,10 @@ struct BackwardScratch {
       p += 2 + 5 * a.layers.size() + (a.head_bias.defined() ? 1 : 0);
       max_len = std::max(max_len, a.in_len());
       max_c = std::max({max_c, a.C, a.H, a.cin});
-      for (const NetLayer& l : a.layers) max_back = std::max(max_back, (l.K - 1) * l.dilation);
+      for (const NetLayer& l : a.layers) {
+        max_back = std::max(max_back, (l.K - 1) * l.dilation);
+        max_c = std::max(max_c, l.M);
+      }
       max_head_back = std::max(max_head_back, a.head_back());
     }
     gz.resize(static_cast<size_t>(max_len * max_c));
@@ -237,6 +268,7 @@ struct BackwardScratch {
     head_sum_grad.resize(gz.size());
     da_padded.resize(static_cast<size_t>((max_len + 2 * max_back) * max_c));
     head_grad_padded.resize(static_cast<size_t>((max_len + 2 * max_head_back) * max_c));
+    dp.resize(gz.size());
   }
 };
 
@@ -302,31 +334,45 @@ void backward_item(const KernelSet& ks, const std::vector<NetArray>& net, const 
       std::copy_backward(gz.begin(), gz.begin() + out_len * C, gz.begin() + sum_len * C);
       std::fill(gz.begin(), gz.begin() + head_back * C, 0.0f);
     }
-    float* da = da_padded.data() + max_back * C;
     for (size_t j = a.layers.size(); j-- > 0;) {
       const NetLayer& l = a.layers[j];
       const size_t lp = param + 5 * j;  // conv weight, conv bias, mixer, 1x1 weight, 1x1 bias
-      const int64_t T = a.len[j + 1], back = (l.K - 1) * l.dilation;
+      const int64_t T = a.len[j + 1], back = (l.K - 1) * l.dilation, M = l.M;
+      float* da = da_padded.data() + max_back * M;  // [T][M], zero rows either side
       const float* post = item(s.post[i][j], b);
       const float* z = item(s.z[i][j], b);
-      // da = (One gz + head_sum_grad on the last sum_len steps) f'(a), from post = f(a)
+      // dp = One gz + head_sum_grad on the last sum_len steps; da = dp f'(a), from post = f(a), or
+      // through Gate from the kept conv outputs.
+      float* dp_out = l.keep_pre ? scratch.dp.data() : da;
       Rows d;
       d.in = gz.data();
       d.cin = C;
       d.w = ptr(l.one_t);
-      d.act = l.act;
+      d.act = l.keep_pre ? kernels::Act::None : l.act;
       d.slope = l.slope;
-      d.grad_of = post;
-      d.out = da;
+      d.grad_of = l.keep_pre ? nullptr : post;
+      d.out = dp_out;
       d.n = T - sum_len;
       d.channels = C;
       ks.rows(d);
       d.in = gz.data() + (T - sum_len) * C;
       d.rows = head_sum_grad.data();
-      d.grad_of = post + (T - sum_len) * C;
-      d.out = da + (T - sum_len) * C;
+      d.grad_of = l.keep_pre ? nullptr : post + (T - sum_len) * C;
+      d.out = dp_out + (T - sum_len) * C;
       d.n = sum_len;
       ks.rows(d);
+      if (l.keep_pre) {
+        Gate gg;
+        gg.mode = l.mode;
+        gg.f = l.act;
+        gg.slope = l.slope;
+        gg.pre = item(s.pre[i][j], b);
+        gg.n = T;
+        gg.channels = C;
+        gg.dp = dp_out;
+        gg.da = da;
+        ks.gate_grad(gg);
+      }
       // Weight gradients.
       Outer w1;
       w1.a = post;
@@ -345,8 +391,8 @@ void backward_item(const KernelSet& ks, const std::vector<NetArray>& net, const 
         wc.ca = C;
         wc.b = da;
         wc.n = T;
-        wc.channels = C;
-        wc.dw = g.at(lp) + k * C * C;
+        wc.channels = M;
+        wc.dw = g.at(lp) + k * C * M;
         wc.db = k == 0 ? g.at(lp + 1) : nullptr;
         ks.outer(wc);
       }
@@ -356,15 +402,15 @@ void backward_item(const KernelSet& ks, const std::vector<NetArray>& net, const 
       wm.ca = 1;
       wm.b = da;
       wm.n = T;
-      wm.channels = C;
+      wm.channels = M;
       wm.dw = g.at(lp + 2);
       ks.outer(wm);
       // dz_in[s] = gz[s - back] + sum_k Conv_k da[s - k d], s in [0, T + back); da is zero outside [0, T).
-      std::fill(da - back * C, da, 0.0f);
-      std::fill(da + T * C, da + (T + back) * C, 0.0f);
+      std::fill(da - back * M, da, 0.0f);
+      std::fill(da + T * M, da + (T + back) * M, 0.0f);
       Rows dz;
       dz.in = da;
-      dz.cin = C;
+      dz.cin = M;
       dz.step = -l.dilation;
       dz.taps = l.K;
       dz.w = ptr(l.conv_t);
@@ -372,7 +418,7 @@ void backward_item(const KernelSet& ks, const std::vector<NetArray>& net, const 
       dz.n = back;
       dz.channels = C;
       ks.rows(dz);
-      dz.in = da + back * C;
+      dz.in = da + back * M;
       dz.rows = gz.data();
       dz.out = gz_in.data() + back * C;
       dz.n = T;
@@ -428,7 +474,7 @@ std::vector<int64_t> encode(const KernelNet& n, std::vector<double>& reals) {
     ints.insert(ints.end(), {a.input_size, a.channels, a.head_size, a.head_kernel, a.head_dilation, a.head_bias ? 1 : 0,
                              static_cast<int64_t>(a.layers.size())});
     for (const KernelLayer& l : a.layers) {
-      ints.insert(ints.end(), {l.kernel_size, l.dilation, static_cast<int64_t>(l.activation)});
+      ints.insert(ints.end(), {l.kernel_size, l.dilation, static_cast<int64_t>(l.activation), static_cast<int64_t>(l.gating)});
       reals.push_back(l.slope);
     }
   }
@@ -452,6 +498,7 @@ KernelNet decode(const std::vector<int64_t>& ints, const std::vector<double>& re
       l.kernel_size = ints[i++];
       l.dilation = ints[i++];
       l.activation = static_cast<kernels::Act>(ints[i++]);
+      l.gating = static_cast<kernels::GateMode>(ints[i++]);
       l.slope = static_cast<float>(reals[r++]);
     }
   }
@@ -472,6 +519,7 @@ struct WaveNetFunction : public torch::autograd::Function<WaveNetFunction> {
     for (size_t i = 0; i < net.size(); ++i) {
       saved.insert(saved.end(), s.z[i].begin(), s.z[i].end());
       saved.insert(saved.end(), s.post[i].begin(), s.post[i].end());
+      saved.insert(saved.end(), s.pre[i].begin(), s.pre[i].end());
       saved.push_back(s.head_sum[i]);
       saved.push_back(s.head[i]);
     }
@@ -501,6 +549,9 @@ struct WaveNetFunction : public torch::autograd::Function<WaveNetFunction> {
       at += a.len.size();
       s.post.emplace_back(saved.begin() + static_cast<std::ptrdiff_t>(at),
                           saved.begin() + static_cast<std::ptrdiff_t>(at + a.layers.size()));
+      at += a.layers.size();
+      s.pre.emplace_back(saved.begin() + static_cast<std::ptrdiff_t>(at),
+                         saved.begin() + static_cast<std::ptrdiff_t>(at + a.layers.size()));
       at += a.layers.size();
       s.head_sum.push_back(saved[at++]);
       s.head.push_back(saved[at++]);
@@ -586,14 +637,19 @@ std::optional<KernelNet> kernel_net_of(const NamWaveNetSpec& spec, std::string* 
     k.head_dilation = a.head_dilation;
     k.head_bias = a.head_bias;
     for (const NamLayerSpec& l : a.layers) {
-      if (l.gating != Gating::None) return no(array + " has gated or blended layers");
       KernelLayer kl;
+      kl.gating = l.gating == Gating::Gated ? kernels::GateMode::Gated
+                  : l.gating == Gating::Blended ? kernels::GateMode::Blended
+                                                : kernels::GateMode::None;
+      if (l.gating != Gating::None && !(l.secondary == ActivationSpec{"Sigmoid", {}}))
+        return no(array + " gates with " + l.secondary.type);
       kl.kernel_size = l.kernel_size;
       kl.dilation = l.dilation;
       const std::string& f = l.activation.type;
       if (f == "Tanh") kl.activation = kernels::Act::Tanh;
       else if (f == "Sigmoid") kl.activation = kernels::Act::Sigmoid;
       else if (f == "ReLU") kl.activation = kernels::Act::ReLU;
+      else if (f == "SiLU") kl.activation = kernels::Act::SiLU;
       else if (f == "LeakyReLU" && !l.activation.params.empty() && l.activation.params[0] >= 0) {
         kl.activation = kernels::Act::LeakyReLU;
         kl.slope = static_cast<float>(l.activation.params[0]);

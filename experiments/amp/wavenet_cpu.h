@@ -9,10 +9,11 @@
 // its 1x1 and residual another, with the accumulators of several time steps in vector registers.
 //
 // Forward per layer (kernel K, dilation d, activation f): a[t] = bias + mixer x[t] + sum_k
-// Conv_k^T z[t + k d]; p = f(a); z_out[t] = z[t + (K-1) d] + one_bias + One^T p[t] (Conv_k and One
-// as [in][out] matrices).
+// Conv_k^T z[t + k d]; p = f(a) (gated or blended: p from a's two halves, wavenet_cpu_kernels.h);
+// z_out[t] = z[t + (K-1) d] + one_bias + One^T p[t] (Conv_k and One as [in][out] matrices).
 // Backward per layer (g = dL/dz_out):
-//   dp = One g (+ the head sum's gradient on the last out_len steps); da = dp f'(a), from p;
+//   dp = One g (+ the head sum's gradient on the last sum_len steps); da = dp f'(a), from p where
+//   f is invertible, else from a (kept by the forward pass for SiLU, gated and blended layers);
 //   dOne += p g^T; dConv_k += z[t + k d] da^T; dbias, dmixer, done_bias from da and g;
 //   dz[s] = g[s - (K-1) d] + sum_k Conv_k da[s - k d]   (the residual path, then the conv's).
 // Weight gradients are summed per thread and added up at the end.
@@ -29,13 +30,14 @@
 
 namespace wavetrain::experiments::amp {
 
-// What the kernels compute: layer arrays of C channels (no bottleneck, groups, FiLM, head1x1 or
-// gating; a 1x1 per layer; a head of any kernel size and dilation), per layer its own kernel size,
-// dilation and activation.
+// What the kernels compute: layer arrays of C channels (no bottleneck, groups, FiLM or head1x1; a
+// 1x1 per layer; a head of any kernel size and dilation), per layer its own kernel size, dilation,
+// activation and gating.
 struct KernelLayer {
   int64_t kernel_size = 3, dilation = 1;
   kernels::Act activation = kernels::Act::Tanh;
   float slope = 0.0f;  // LeakyReLU
+  kernels::GateMode gating = kernels::GateMode::None;  // gated and blended: the gate is a Sigmoid
 };
 struct KernelArray {
   int64_t input_size = 1, channels = 16, head_size = 1, head_kernel = 1, head_dilation = 1;
@@ -50,8 +52,9 @@ struct KernelNet {
 // The kernels' description of a .nam WaveNet, or nullopt with the reason in *why. Covered: no
 // condition_dsp or head after the arrays; one-channel input and condition; per array channels =
 // bottleneck, a head (any kernel) over the sum of the layers' activations, a layer1x1 and nothing
-// else (no groups, FiLM, head1x1, slimming); ungated layers of Tanh, Sigmoid, ReLU or LeakyReLU
-// (slope >= 0); an array's head as wide as the next array's channels. The parameters are then
+// else (no groups, FiLM, head1x1, slimming); layers of Tanh, Sigmoid, ReLU, LeakyReLU (slope >= 0)
+// or SiLU, ungated, or gated or blended by a Sigmoid; an array's head as wide as the next array's
+// channels. The parameters are then
 // those of NamWaveNetImpl in its (the file's) order.
 std::optional<KernelNet> kernel_net_of(const NamWaveNetSpec& spec, std::string* why = nullptr);
 

@@ -27,6 +27,7 @@ __attribute__((always_inline)) inline void activate_rows(Act act, float slope, f
     case Act::Sigmoid: for (int64_t j = 0; j < n; ++j) out[j] = sigmoid(out[j]); break;
     case Act::ReLU: for (int64_t j = 0; j < n; ++j) out[j] = out[j] > 0.0f ? out[j] : 0.0f; break;
     case Act::LeakyReLU: for (int64_t j = 0; j < n; ++j) out[j] = out[j] > 0.0f ? out[j] : out[j] * slope; break;
+    case Act::SiLU: for (int64_t j = 0; j < n; ++j) out[j] = out[j] * sigmoid(out[j]); break;
     case Act::None: break;
   }
 }
@@ -36,9 +37,93 @@ __attribute__((always_inline)) inline void derivative_rows(Act act, float slope,
     case Act::Sigmoid: for (int64_t j = 0; j < n; ++j) out[j] *= y[j] * (1.0f - y[j]); break;
     case Act::ReLU: for (int64_t j = 0; j < n; ++j) out[j] = y[j] > 0.0f ? out[j] : 0.0f; break;
     case Act::LeakyReLU: for (int64_t j = 0; j < n; ++j) out[j] = y[j] > 0.0f ? out[j] : out[j] * slope; break;
+    case Act::SiLU:  // not from y (Gate takes it from a)
     case Act::None: break;
   }
 }
+
+// f(a) and f'(a) from the input a, for Gate; branch-free, so its loops vectorise.
+template <Act F>
+__attribute__((always_inline)) inline void value_and_slope(float a, float slope, float& f, float& df) {
+  if constexpr (F == Act::Tanh) {
+    f = fast_tanh(a);
+    df = 1.0f - f * f;
+  } else if constexpr (F == Act::Sigmoid) {
+    f = sigmoid(a);
+    df = f * (1.0f - f);
+  } else if constexpr (F == Act::ReLU) {
+    f = a > 0.0f ? a : 0.0f;
+    df = a > 0.0f ? 1.0f : 0.0f;
+  } else if constexpr (F == Act::LeakyReLU) {
+    f = a > 0.0f ? a : a * slope;
+    df = a > 0.0f ? 1.0f : slope;
+  } else if constexpr (F == Act::SiLU) {
+    const float s = sigmoid(a);
+    f = a * s;
+    df = s + f * (1.0f - s);  // s + a s (1 - s)
+  } else {
+    f = a;
+    df = 1.0f;
+  }
+}
+
+template <Act F, GateMode MODE>
+__attribute__((always_inline)) inline void gate_rows(const Gate& g) {
+  const int64_t C = g.channels, M = MODE == GateMode::None ? C : 2 * C;
+  for (int64_t t = 0; t < g.n; ++t) {
+    const float* a = g.pre + t * M;
+    float* p = g.post + t * C;
+    for (int64_t c = 0; c < C; ++c) {
+      float f, df;
+      value_and_slope<F>(a[c], g.slope, f, df);
+      if constexpr (MODE == GateMode::None) {
+        p[c] = f;
+      } else {
+        const float s = sigmoid(a[C + c]);
+        p[c] = MODE == GateMode::Gated ? f * s : s * f + (1.0f - s) * a[c];
+      }
+    }
+  }
+}
+
+// gated:   da1 = dp s f'(a1),           da2 = dp f(a1) s (1 - s)
+// blended: da1 = dp (s f'(a1) + 1 - s),  da2 = dp (f(a1) - a1) s (1 - s)
+template <Act F, GateMode MODE>
+__attribute__((always_inline)) inline void gate_grad_rows(const Gate& g) {
+  const int64_t C = g.channels, M = MODE == GateMode::None ? C : 2 * C;
+  for (int64_t t = 0; t < g.n; ++t) {
+    const float* a = g.pre + t * M;
+    const float* dp = g.dp + t * C;
+    float* da = g.da + t * M;
+    for (int64_t c = 0; c < C; ++c) {
+      float f, df;
+      value_and_slope<F>(a[c], g.slope, f, df);
+      if constexpr (MODE == GateMode::None) {
+        da[c] = dp[c] * df;
+      } else {
+        const float s = sigmoid(a[C + c]), ds = s * (1.0f - s);
+        da[c] = MODE == GateMode::Gated ? dp[c] * s * df : dp[c] * (s * df + 1.0f - s);
+        da[C + c] = MODE == GateMode::Gated ? dp[c] * f * ds : dp[c] * (f - a[c]) * ds;
+      }
+    }
+  }
+}
+
+#define WAVETRAIN_AMP_GATE_SWITCH(KERNEL, G)                                            \
+  switch ((G).mode) {                                                                   \
+    case GateMode::None: WAVETRAIN_AMP_GATE_ACT(KERNEL, G, GateMode::None) break;       \
+    case GateMode::Gated: WAVETRAIN_AMP_GATE_ACT(KERNEL, G, GateMode::Gated) break;     \
+    case GateMode::Blended: WAVETRAIN_AMP_GATE_ACT(KERNEL, G, GateMode::Blended) break; \
+  }
+#define WAVETRAIN_AMP_GATE_ACT(KERNEL, G, MODE)                          \
+  switch ((G).f) {                                                       \
+    case Act::Tanh: return KERNEL<Act::Tanh, MODE>(G);                   \
+    case Act::Sigmoid: return KERNEL<Act::Sigmoid, MODE>(G);             \
+    case Act::ReLU: return KERNEL<Act::ReLU, MODE>(G);                   \
+    case Act::LeakyReLU: return KERNEL<Act::LeakyReLU, MODE>(G);         \
+    case Act::SiLU: return KERNEL<Act::SiLU, MODE>(G);                   \
+    case Act::None: return KERNEL<Act::None, MODE>(G);                   \
+  }
 
 // T time steps x C = W x V channels at once: T x V accumulators in vector registers, and every
 // weight vector loaded is used T times.
@@ -165,18 +250,21 @@ __attribute__((always_inline)) inline void outer_any(const Outer& g) {
 
 void rows_baseline(const Rows& r) { WAVETRAIN_AMP_CHANNEL_SWITCH(rows_blocked, r, rows_any) }
 void outer_baseline(const Outer& g) { WAVETRAIN_AMP_CHANNEL_SWITCH(outer_blocked, g, outer_any) }
+void gate_baseline(const Gate& g) { WAVETRAIN_AMP_GATE_SWITCH(gate_rows, g) }
+void gate_grad_baseline(const Gate& g) { WAVETRAIN_AMP_GATE_SWITCH(gate_grad_rows, g) }
 #if WAVETRAIN_AMP_AVX2
 __attribute__((target("avx2,fma"))) void rows_avx2(const Rows& r) { WAVETRAIN_AMP_CHANNEL_SWITCH(rows_blocked, r, rows_any) }
 __attribute__((target("avx2,fma"))) void outer_avx2(const Outer& g) { WAVETRAIN_AMP_CHANNEL_SWITCH(outer_blocked, g, outer_any) }
+__attribute__((target("avx2,fma"))) void gate_avx2(const Gate& g) { WAVETRAIN_AMP_GATE_SWITCH(gate_rows, g) }
+__attribute__((target("avx2,fma"))) void gate_grad_avx2(const Gate& g) { WAVETRAIN_AMP_GATE_SWITCH(gate_grad_rows, g) }
 #endif
 
+KernelSet baseline_kernels() { return KernelSet{rows_baseline, outer_baseline, gate_baseline, gate_grad_baseline}; }
+
 KernelSet best_kernels() {
-  KernelSet k{rows_baseline, outer_baseline};
+  KernelSet k = baseline_kernels();
 #if WAVETRAIN_AMP_AVX2
-  if (kernels::cpu_has_avx2_fma()) {
-    k.rows = rows_avx2;
-    k.outer = outer_avx2;
-  }
+  if (kernels::cpu_has_avx2_fma()) k = KernelSet{rows_avx2, outer_avx2, gate_avx2, gate_grad_avx2};
 #endif
   return k;
 }
@@ -185,7 +273,7 @@ std::atomic<bool> force_baseline{false};
 
 }  // namespace
 
-KernelSet kernels_now() { return force_baseline.load() ? KernelSet{rows_baseline, outer_baseline} : best_kernels(); }
+KernelSet kernels_now() { return force_baseline.load() ? baseline_kernels() : best_kernels(); }
 
 void use_baseline_isa(bool on) { force_baseline = on; }
 

@@ -8,12 +8,18 @@
 
 namespace wavetrain::experiments::amp::kernels {
 
-// The element-wise functions the kernels fuse. Each derivative is computed from the function's
+// The element-wise functions the kernels fuse. Rows takes each derivative from the function's
 // output y, which the backward pass has kept (no second copy of the input a):
 //   Tanh 1 - y^2;  Sigmoid y (1 - y);  ReLU [y > 0];  LeakyReLU [y > 0] + slope [y <= 0].
 // LeakyReLU needs slope >= 0 (then y > 0 exactly when a > 0), and at a = 0 both ReLUs take the
-// derivative of the negative side, as PyTorch's autograd does.
-enum class Act { None, Tanh, Sigmoid, ReLU, LeakyReLU };
+// derivative of the negative side, as PyTorch's autograd does. SiLU (a sigmoid(a)) cannot be
+// inverted from y: it goes through Gate, from the kept input a.
+enum class Act { None, Tanh, Sigmoid, ReLU, LeakyReLU, SiLU };
+
+// How a layer's activation combines its conv outputs a [n][M]: None p = f(a) (M = C); Gated
+// p = f(a1) sigmoid(a2); Blended p = s f(a1) + (1 - s) a1 with s = sigmoid(a2) (M = 2C: a1 the first
+// C channels, a2 the rest).
+enum class GateMode { None, Gated, Blended };
 
 // A layer's pass over time, [time][channels] rows, t in [0, n):
 //   out[t] = init(t) + sum over k < taps, c < cin of w[k][c][:] in[t + k step][c]
@@ -48,9 +54,24 @@ struct Outer {
   float* db = nullptr;
 };
 
+// A layer's activation from its kept conv outputs a = pre [n][M] (GateMode above), t in [0, n):
+// forward post [n][C] = p(a); backward da [n][M] = dp [n][C] times p's derivatives at a.
+struct Gate {
+  GateMode mode = GateMode::None;
+  Act f = Act::Tanh;
+  float slope = 0.0f;  // f's LeakyReLU slope
+  const float* pre = nullptr;
+  int64_t n = 0, channels = 0;  // channels: C
+  float* post = nullptr;
+  const float* dp = nullptr;
+  float* da = nullptr;
+};
+
 struct KernelSet {
   void (*rows)(const Rows&);
   void (*outer)(const Outer&);
+  void (*gate)(const Gate&);       // post from pre
+  void (*gate_grad)(const Gate&);  // da from pre and dp
 };
 
 // The kernels for this CPU: compiled for AVX2 + FMA where it has them, else for the baseline ISA.
