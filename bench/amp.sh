@@ -6,7 +6,7 @@
 # The anchor: the NAM trainer's own standard model and training step (neural-amp-modeler in the
 # project's .venv, bench/nam_standard_step.py), timed in the same run when it is installed.
 #
-# usage: bench/amp.sh [THREADS] [REPEATS]   (needs Debian's python3-torch for the baseline;
+# usage: [ROUNDS=1] bench/amp.sh [THREADS] [REPEATS]   (needs Debian's python3-torch for the baseline;
 #        scripts/setup --test-deps for the anchor)
 set -euo pipefail
 threads=${1:-2}
@@ -29,14 +29,27 @@ if [ -x .venv/bin/python ] && .venv/bin/python -c 'import nam' 2>/dev/null; then
 else
   echo "  (the NAM trainer's own step not timed: neural-amp-modeler is not in .venv; scripts/setup --test-deps)"
 fi
-# The presets beyond NAM's classic four, each against the same model in Python PyTorch (NAM's
-# trainer has no A2): A2 (8 channels, kernels 6 and 15, LeakyReLU, a 16-tap head).
-for preset in a2; do
-  read -r step_p libtorch_p _ _ <<<"$("$bin" "$threads" "$repeats" "$preset")"
-  py_p=$(/usr/bin/python3 "$(dirname "$0")/amp_step_baseline.py" "$threads" "$repeats" cpu 32 "$preset")
-  printf "training step, %s, %s threads: wavetrain %s ms, Python %s ms: %s x the Python throughput (through LibTorch's ops: %s ms, %s x)\n" \
-    "$preset" "$threads" "$step_p" "$py_p" "$(awk -v a="$step_p" -v b="$py_p" 'BEGIN { printf "%.2f", b / a }')" \
-    "$libtorch_p" "$(awk -v a="$libtorch_p" -v b="$py_p" 'BEGIN { printf "%.2f", b / a }')"
+# Models beyond NAM's classic WaveNet, each against the same model in Python PyTorch (NAM's trainer
+# has neither): A2 (8 channels, kernels 6 and 15, LeakyReLU, a 16-tap head) and the standard preset
+# with blended SiLU layers. ROUNDS rounds (default 1), alternating which side runs first; with
+# more than one, each model's ratio as min / median over the rounds.
+for model in "a2:a2" "blended_silu:standard SiLU blended"; do
+  name=${model%%:*}
+  ratios=""
+  for ((r = 0; r < ${ROUNDS:-1}; r++)); do
+    run_wavetrain() { read -r step_p libtorch_p _ _ <<<"$("$bin" "$threads" "$repeats" ${model#*:})"; }
+    run_python() { py_p=$(/usr/bin/python3 "$(dirname "$0")/amp_step_baseline.py" "$threads" "$repeats" cpu 32 "$name"); }
+    if ((r % 2 == 0)); then run_wavetrain; run_python; else run_python; run_wavetrain; fi
+    ratio=$(awk -v a="$step_p" -v b="$py_p" 'BEGIN { printf "%.2f", b / a }')
+    ratios="$ratios $ratio"
+    printf "training step, %s, %s threads: wavetrain %s ms, Python %s ms: %s x the Python throughput (through LibTorch's ops: %s ms, %s x)\n" \
+      "$name" "$threads" "$step_p" "$py_p" "$ratio" "$libtorch_p" "$(awk -v a="$libtorch_p" -v b="$py_p" 'BEGIN { printf "%.2f", b / a }')"
+  done
+  if ((${ROUNDS:-1} > 1)); then
+    printf "  %s over %s rounds: min / median %s (load average %s)\n" "$name" "$ROUNDS" \
+      "$(echo $ratios | tr ' ' '\n' | sort -n | awk '{ v[NR] = $1 } END { printf "%.2f / %.2f", v[1], v[int((NR + 1) / 2)] }')" \
+      "$(cut -d' ' -f1-3 /proc/loadavg)"
+  fi
 done
 printf "inference, standard WaveNet at 48 kHz: offline (65536-sample chunks, %s threads) %sx real time; 64-sample buffers (stream mode, 1 thread) %sx real time\n" \
   "$threads" "$offline" "$stream"

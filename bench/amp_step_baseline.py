@@ -6,8 +6,11 @@
 # usage: amp_step_baseline.py [THREADS] [REPEATS] [DEVICE] [PRECISION] [MODEL]
 #   DEVICE cpu by default (cuda for scripts/gpu-check); PRECISION 32 (default) or 16-mixed: fp16
 #   autocast around the forward pass, the loss in fp32, and torch.amp's GradScaler, as wavetrain's
-#   trainer.precision=16-mixed does. MODEL: standard (default; NAM's standard preset) or a2 (NAM's
-#   A2: 8 channels, 23 layers of kernel 6 or 15, LeakyReLU 0.01, a 16-tap head, head scale 0.01).
+#   trainer.precision=16-mixed does. MODEL: standard (default; NAM's standard preset), a2 (NAM's
+#   A2: 8 channels, 23 layers of kernel 6 or 15, LeakyReLU 0.01, a 16-tap head, head scale 0.01) or
+#   blended_silu (the standard preset with blended SiLU layers, as model.activation=SiLU
+#   model.gating=blended: each conv gives 2C channels a1, a2; p = s silu(a1) + (1 - s) a1 with
+#   s = sigmoid(a2)).
 import contextlib
 import sys
 import time
@@ -24,8 +27,8 @@ if precision not in ("32", "16-mixed"):
     sys.exit("amp_step_baseline.py: PRECISION must be 32 or 16-mixed, got %r" % precision)
 mixed = precision == "16-mixed"
 model_name = sys.argv[5] if len(sys.argv) > 5 else "standard"
-if model_name not in ("standard", "a2"):
-    sys.exit("amp_step_baseline.py: MODEL must be standard or a2, got %r" % model_name)
+if model_name not in ("standard", "a2", "blended_silu"):
+    sys.exit("amp_step_baseline.py: MODEL must be standard, a2 or blended_silu, got %r" % model_name)
 torch.set_num_threads(threads)
 torch.set_flush_denormal(True)
 torch.manual_seed(0)
@@ -35,14 +38,16 @@ class Array(nn.Module):
     # layers: (kernel size, dilation) per layer; the head sum runs over the layers' last sum_len
     # outputs, and the head (head_kernel taps) leaves sum_len - head_kernel + 1 of them, which is
     # also what the next array takes of z.
-    def __init__(self, cin, ch, head, layers, head_bias, activation=torch.tanh, head_kernel=1):
+    def __init__(self, cin, ch, head, layers, head_bias, activation=torch.tanh, head_kernel=1, blended=False):
         super().__init__()
+        mid = 2 * ch if blended else ch
         self.rechannel = nn.Conv1d(cin, ch, 1, bias=False)
-        self.convs = nn.ModuleList([nn.Conv1d(ch, ch, k, dilation=d) for k, d in layers])
-        self.mixers = nn.ModuleList([nn.Conv1d(1, ch, 1, bias=False) for _ in layers])
+        self.convs = nn.ModuleList([nn.Conv1d(ch, mid, k, dilation=d) for k, d in layers])
+        self.mixers = nn.ModuleList([nn.Conv1d(1, mid, 1, bias=False) for _ in layers])
         self.ones = nn.ModuleList([nn.Conv1d(ch, ch, 1) for _ in layers])
         self.head = nn.Conv1d(ch, head, head_kernel, bias=head_bias)
         self.activation = activation
+        self.blended = blended
         self.back = sum((k - 1) * d for k, d in layers)
 
     def forward(self, y, x, head):
@@ -51,7 +56,12 @@ class Array(nn.Module):
         total = None if head is None else head[:, :, -sum_len:]
         for conv, mixer, one in zip(self.convs, self.mixers, self.ones):
             zc = conv(z)
-            post = self.activation(zc + mixer(x)[:, :, -zc.shape[2]:])
+            a = zc + mixer(x)[:, :, -zc.shape[2]:]
+            if self.blended:
+                a1, s = a[:, : a.shape[1] // 2], torch.sigmoid(a[:, a.shape[1] // 2 :])
+                post = s * self.activation(a1) + (1 - s) * a1
+            else:
+                post = self.activation(a)
             z = z[:, :, -post.shape[2]:] + one(post)
             term = post[:, :, -sum_len:]
             total = term if total is None else total + term
@@ -62,9 +72,10 @@ class Array(nn.Module):
 class WaveNet(nn.Module):
     def __init__(self, name):
         super().__init__()
-        if name == "standard":
+        if name in ("standard", "blended_silu"):
             d = [(3, 2 ** i) for i in range(10)]
-            self.arrays = nn.ModuleList([Array(1, 16, 8, d, False), Array(16, 8, 1, d, True)])
+            f, blended = (F.silu, True) if name == "blended_silu" else (torch.tanh, False)
+            self.arrays = nn.ModuleList([Array(1, 16, 8, d, False, f, 1, blended), Array(16, 8, 1, d, True, f, 1, blended)])
             self.scale = 0.02
         else:
             dilations = [1, 3, 7, 17, 41, 101, 239, 1, 3, 7, 17, 41, 101, 239, 1, 13, 1, 3, 7, 17, 41, 101, 239]
