@@ -477,6 +477,17 @@ std::string nam_wavenet_min_version(const NamWaveNetSpec& spec) {
   return classic_of(spec, &why) ? "0.5.4" : "0.7.0";  // written with 0.7's spellings (kernel_sizes, head objects)
 }
 
+std::string plain_array_problem(const NamLayerArraySpec& a) {
+  if (a.bottleneck != a.channels) return "has a bottleneck";
+  if (a.groups_input != 1 || a.groups_input_mixin != 1 || a.layer1x1_groups != 1) return "has grouped convolutions";
+  if (!a.layer1x1) return "has no layer1x1";
+  if (a.head1x1) return "has a head1x1";
+  for (const FilmSpec& f : a.film)
+    if (f.active) return "has FiLM";
+  if (!a.slimmable_channels.empty()) return "is slimmable";
+  return "";
+}
+
 std::optional<WaveNetConfig> classic_of(const NamWaveNetSpec& spec, std::string* why) {
   auto no = [&](const std::string& reason) -> std::optional<WaveNetConfig> {
     if (why) *why = reason;
@@ -489,14 +500,8 @@ std::optional<WaveNetConfig> classic_of(const NamWaveNetSpec& spec, std::string*
   for (size_t i = 0; i < spec.arrays.size(); ++i) {
     const NamLayerArraySpec& a = spec.arrays[i];
     const std::string array = "layer array " + std::to_string(i);
-    if (a.bottleneck != a.channels) return no(array + " has a bottleneck");
+    if (const std::string problem = plain_array_problem(a); !problem.empty()) return no(array + " " + problem);
     if (a.head_kernel != 1 || a.head_dilation != 1) return no(array + "'s head has kernel size " + std::to_string(a.head_kernel));
-    if (a.groups_input != 1 || a.groups_input_mixin != 1 || a.layer1x1_groups != 1) return no(array + " has grouped convolutions");
-    if (!a.layer1x1) return no(array + " has no layer1x1");
-    if (a.head1x1) return no(array + " has a head1x1");
-    for (const FilmSpec& f : a.film)
-      if (f.active) return no(array + " has FiLM");
-    if (!a.slimmable_channels.empty()) return no(array + " is slimmable");
     const NamLayerSpec& first = a.layers.front();
     for (const NamLayerSpec& l : a.layers) {
       if (l.kernel_size != first.kernel_size) return no(array + " has per-layer kernel sizes");

@@ -130,6 +130,10 @@ int64_t nam_receptive_field(const NamWaveNetSpec& spec);
 // Whether the model needs 0.6+ features (the oldest version that reads it: "0.5.4" or "0.6.0").
 std::string nam_wavenet_min_version(const NamWaveNetSpec& spec);
 
+// What keeps a layer array from the plain form that the classic config and the CPU training
+// kernels share (channels = bottleneck, no groups, a layer1x1, no head1x1, FiLM or slimming), as
+// "has a bottleneck", ...; empty when nothing does.
+std::string plain_array_problem(const NamLayerArraySpec& a);
 // The spec as a classic (0.5.x) config (wavenet_config.h), or nullopt with the reason in *why.
 std::optional<WaveNetConfig> classic_of(const NamWaveNetSpec& spec, std::string* why = nullptr);
 NamWaveNetSpec nam_of(const WaveNetConfig& config);

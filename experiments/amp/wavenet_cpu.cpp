@@ -147,6 +147,18 @@ Activations allocate(const std::vector<NetArray>& net, int64_t batch, bool keep_
   return s;
 }
 
+// A layer's Gate over its T kept conv outputs (without its output or gradient pointers).
+Gate layer_gate(const NetLayer& l, const float* pre, int64_t T, int64_t C) {
+  Gate g;
+  g.mode = l.mode;
+  g.f = l.act;
+  g.slope = l.slope;
+  g.pre = pre;
+  g.n = T;
+  g.channels = C;
+  return g;
+}
+
 // Row pointer of item b in a [B][T][C] tensor (rows contiguous; a view's items may be further apart).
 float* item(const at::Tensor& t, int64_t b) { return t.data_ptr<float>() + b * t.stride(0); }
 
@@ -192,13 +204,7 @@ void forward_item(const KernelSet& ks, const std::vector<NetArray>& net, const f
       conv.channels = l.M;
       ks.rows(conv);
       if (l.keep_pre) {
-        Gate g;
-        g.mode = l.mode;
-        g.f = l.act;
-        g.slope = l.slope;
-        g.pre = item(s.pre[i][j], b);
-        g.n = T;
-        g.channels = C;
+        Gate g = layer_gate(l, item(s.pre[i][j], b), T, C);
         g.post = post;
         ks.gate(g);
       }
@@ -362,13 +368,7 @@ void backward_item(const KernelSet& ks, const std::vector<NetArray>& net, const 
       d.n = sum_len;
       ks.rows(d);
       if (l.keep_pre) {
-        Gate gg;
-        gg.mode = l.mode;
-        gg.f = l.act;
-        gg.slope = l.slope;
-        gg.pre = item(s.pre[i][j], b);
-        gg.n = T;
-        gg.channels = C;
+        Gate gg = layer_gate(l, item(s.pre[i][j], b), T, C);
         gg.dp = dp_out;
         gg.da = da;
         ks.gate_grad(gg);
@@ -618,14 +618,8 @@ std::optional<KernelNet> kernel_net_of(const NamWaveNetSpec& spec, std::string* 
     const std::string array = "layer array " + std::to_string(i);
     if (i == 0 && a.input_size != 1) return no(array + " takes " + std::to_string(a.input_size) + " input channels");
     if (a.condition_size != 1) return no(array + " has a condition of " + std::to_string(a.condition_size) + " channels");
-    if (a.bottleneck != a.channels) return no(array + " has a bottleneck");
+    if (const std::string problem = plain_array_problem(a); !problem.empty()) return no(array + " " + problem);
     if (a.head_kernel < 1 || a.head_dilation < 1) return no(array + "'s head has kernel size or dilation below 1");
-    if (a.groups_input != 1 || a.groups_input_mixin != 1 || a.layer1x1_groups != 1) return no(array + " has grouped convolutions");
-    if (!a.layer1x1) return no(array + " has no layer1x1");
-    if (a.head1x1) return no(array + " has a head1x1");
-    for (const FilmSpec& f : a.film)
-      if (f.active) return no(array + " has FiLM");
-    if (!a.slimmable_channels.empty()) return no(array + " is slimmable");
     if (a.layers.empty()) return no(array + " has no layers");
     if (i + 1 < spec.arrays.size() && a.head_size != spec.arrays[i + 1].channels)
       return no(array + "'s head is not as wide as the next array");
