@@ -1,7 +1,8 @@
 // Internal to experiments/amp/: the CPU kernels of the WaveNet's training path (wavenet_cpu.cpp).
-// Two loops do all the per-sample work: Rows (a layer's pass over time: dilated conv or 1x1, with
-// bias, input mixer, the activation or its derivative fused) and Outer (weight gradients summed
-// over time). Both work on [time][channels] rows of float32.
+// Three loops do all the per-sample work: Rows (a layer's pass over time: dilated conv or 1x1, with
+// bias, input mixer, the activation or its derivative fused), Gate (the activation of SiLU, gated
+// and blended layers, and its derivatives, from the kept conv outputs) and Outer (weight gradients
+// summed over time). All work on [time][channels] rows of float32.
 #pragma once
 
 #include <cstdint>
