@@ -148,7 +148,7 @@ Activations allocate(const std::vector<NetArray>& net, int64_t batch, bool keep_
 }
 
 // A layer's Gate over its T kept conv outputs (without its output or gradient pointers).
-Gate layer_gate(const NetLayer& l, const float* pre, int64_t T, int64_t C) {
+Gate layer_gate(const NetLayer& l, float* pre, int64_t T, int64_t C) {
   Gate g;
   g.mode = l.mode;
   g.f = l.act;
@@ -157,6 +157,34 @@ Gate layer_gate(const NetLayer& l, const float* pre, int64_t T, int64_t C) {
   g.n = T;
   g.channels = C;
   return g;
+}
+
+// `rows`, then `gate` on what it wrote, kGateBlock rows at a time, so that Gate reads rows still in
+// L1 (a layer's conv outputs are up to 1 MB an item). Forward (gate.dp null): rows writes the conv
+// outputs into gate.pre, and gate writes post. Backward: rows writes dp into gate.dp, a buffer of
+// kGateBlock rows that each block reuses, and gate writes da.
+constexpr int64_t kGateBlock = 64;
+void rows_then_gate(const KernelSet& ks, const Rows& rows, const Gate& gate) {
+  const bool backward = gate.dp != nullptr;
+  const int64_t M = gate.mode == kernels::GateMode::None ? gate.channels : 2 * gate.channels;
+  for (int64_t t0 = 0; t0 < rows.n; t0 += kGateBlock) {
+    Rows r = rows;
+    Gate g = gate;
+    r.n = g.n = std::min(kGateBlock, rows.n - t0);
+    r.in += t0 * r.cin;
+    if (r.x) r.x += t0;
+    if (r.rows) r.rows += t0 * r.channels;
+    g.pre += t0 * M;
+    if (backward) {
+      g.da += t0 * M;
+    } else {
+      r.out += t0 * M;
+      g.post += t0 * gate.channels;
+    }
+    ks.rows(r);
+    if (backward) ks.gate_grad(g);
+    else ks.gate(g);
+  }
 }
 
 // Row pointer of item b in a [B][T][C] tensor (rows contiguous; a view's items may be further apart).
@@ -202,11 +230,12 @@ void forward_item(const KernelSet& ks, const std::vector<NetArray>& net, const f
       conv.out = l.keep_pre ? item(s.pre[i][j], b) : post;
       conv.n = T;
       conv.channels = l.M;
-      ks.rows(conv);
       if (l.keep_pre) {
         Gate g = layer_gate(l, item(s.pre[i][j], b), T, C);
         g.post = post;
-        ks.gate(g);
+        rows_then_gate(ks, conv, g);
+      } else {
+        ks.rows(conv);
       }
       Rows one;  // z_next = z[t + (K-1) d] + one_bias + One post
       one.in = post;
@@ -252,7 +281,7 @@ struct BackwardScratch {
   int64_t max_head_back = 0;        // the largest (hk - 1) hd: the head gradient's zero rows either side
   // dz of the current layer's output and input, da (with its zero rows), the head sum's gradient,
   // the head gradients of this array and the one before, this array's with its zero rows, and dp
-  // (the gradient of a Gate layer's output, before Gate's derivatives).
+  // (the gradient of a Gate layer's output, before Gate's derivatives: kGateBlock rows).
   std::vector<float> gz, gz_in, da_padded, head_sum_grad, head_grad_here, head_grad_previous, head_grad_padded, dp;
 
   explicit BackwardScratch(const std::vector<NetArray>& net) {
@@ -274,7 +303,7 @@ struct BackwardScratch {
     head_sum_grad.resize(gz.size());
     da_padded.resize(static_cast<size_t>((max_len + 2 * max_back) * max_c));
     head_grad_padded.resize(static_cast<size_t>((max_len + 2 * max_head_back) * max_c));
-    dp.resize(gz.size());
+    dp.resize(static_cast<size_t>(kGateBlock * max_c));
   }
 };
 
@@ -348,8 +377,7 @@ void backward_item(const KernelSet& ks, const std::vector<NetArray>& net, const 
       const float* post = item(s.post[i][j], b);
       const float* z = item(s.z[i][j], b);
       // dp = One gz + head_sum_grad on the last sum_len steps; da = dp f'(a), from post = f(a), or
-      // through Gate from the kept conv outputs.
-      float* dp_out = l.keep_pre ? scratch.dp.data() : da;
+      // through Gate from the kept conv outputs, a block at a time.
       Rows d;
       d.in = gz.data();
       d.cin = C;
@@ -357,21 +385,29 @@ void backward_item(const KernelSet& ks, const std::vector<NetArray>& net, const 
       d.act = l.keep_pre ? kernels::Act::None : l.act;
       d.slope = l.slope;
       d.grad_of = l.keep_pre ? nullptr : post;
-      d.out = dp_out;
+      d.out = l.keep_pre ? scratch.dp.data() : da;
       d.n = T - sum_len;
       d.channels = C;
-      ks.rows(d);
+      Gate gg;
+      if (l.keep_pre) {
+        gg = layer_gate(l, item(s.pre[i][j], b), T, C);
+        gg.dp = scratch.dp.data();
+        gg.da = da;
+        rows_then_gate(ks, d, gg);
+      } else {
+        ks.rows(d);
+      }
       d.in = gz.data() + (T - sum_len) * C;
       d.rows = head_sum_grad.data();
-      d.grad_of = l.keep_pre ? nullptr : post + (T - sum_len) * C;
-      d.out = dp_out + (T - sum_len) * C;
       d.n = sum_len;
-      ks.rows(d);
       if (l.keep_pre) {
-        Gate gg = layer_gate(l, item(s.pre[i][j], b), T, C);
-        gg.dp = dp_out;
-        gg.da = da;
-        ks.gate_grad(gg);
+        gg.pre += (T - sum_len) * M;
+        gg.da += (T - sum_len) * M;
+        rows_then_gate(ks, d, gg);
+      } else {
+        d.grad_of = post + (T - sum_len) * C;
+        d.out = da + (T - sum_len) * C;
+        ks.rows(d);
       }
       // Weight gradients.
       Outer w1;

@@ -42,14 +42,32 @@ __attribute__((always_inline)) inline void derivative_rows(Act act, float slope,
   }
 }
 
-// f(a) and f'(a) from the input a, for Gate; branch-free, so its loops vectorise.
+// f(a) and f'(a) from the input a, for Gate, in two steps so that a gated layer's two functions
+// share one division (a division costs as much as the rest of a sigmoid): denominator<F> gives e
+// (exp(-|a|), Tanh exp(-2|a|)) and d = 1 + e, the one division f needs (1 when it needs none);
+// finish<F> gives f and f' from e and inv = 1 / d. Branch-free, so the loops over them vectorise.
 template <Act F>
-__attribute__((always_inline)) inline void value_and_slope(float a, float slope, float& f, float& df) {
+__attribute__((always_inline)) inline float denominator(float a, float& e) {
+  const float minus_abs = a < 0 ? a : -a;
   if constexpr (F == Act::Tanh) {
-    f = fast_tanh(a);
+    e = losses::detail::exp_nonpositive(2.0f * minus_abs);
+  } else if constexpr (F == Act::Sigmoid || F == Act::SiLU) {
+    e = losses::detail::exp_nonpositive(minus_abs);
+  } else {
+    e = 0.0f;
+    return 1.0f;
+  }
+  return 1.0f + e;
+}
+
+template <Act F>
+__attribute__((always_inline)) inline void finish(float a, float e, float inv, float slope, float& f, float& df) {
+  if constexpr (F == Act::Tanh) {
+    const float t = (1.0f - e) * inv;
+    f = a < 0 ? -t : t;
     df = 1.0f - f * f;
   } else if constexpr (F == Act::Sigmoid) {
-    f = sigmoid(a);
+    f = a < 0 ? e * inv : inv;
     df = f * (1.0f - f);
   } else if constexpr (F == Act::ReLU) {
     f = a > 0.0f ? a : 0.0f;
@@ -58,7 +76,7 @@ __attribute__((always_inline)) inline void value_and_slope(float a, float slope,
     f = a > 0.0f ? a : a * slope;
     df = a > 0.0f ? 1.0f : slope;
   } else if constexpr (F == Act::SiLU) {
-    const float s = sigmoid(a);
+    const float s = a < 0 ? e * inv : inv;
     f = a * s;
     df = s + f * (1.0f - s);  // s + a s (1 - s)
   } else {
@@ -67,25 +85,41 @@ __attribute__((always_inline)) inline void value_and_slope(float a, float slope,
   }
 }
 
+template <Act F>
+__attribute__((always_inline)) inline void value_and_slope(float a, float slope, float& f, float& df) {
+  float e;
+  const float d = denominator<F>(a, e);
+  finish<F>(a, e, 1.0f / d, slope, f, df);
+}
+
+// Forward. Gated and blended layers: f(a1) and s = sigmoid(a2) with one division,
+// 1 / (d1 d2) times d2 and d1; s then replaces a2 in pre, as the backward pass needs s, not a2.
 template <Act F, GateMode MODE>
 __attribute__((always_inline)) inline void gate_rows(const Gate& g) {
   const int64_t C = g.channels, M = MODE == GateMode::None ? C : 2 * C;
   for (int64_t t = 0; t < g.n; ++t) {
-    const float* a = g.pre + t * M;
+    float* a = g.pre + t * M;
     float* p = g.post + t * C;
     for (int64_t c = 0; c < C; ++c) {
       float f, df;
-      value_and_slope<F>(a[c], g.slope, f, df);
       if constexpr (MODE == GateMode::None) {
+        value_and_slope<F>(a[c], g.slope, f, df);
         p[c] = f;
       } else {
-        const float s = sigmoid(a[C + c]);
+        float e1;
+        const float d1 = denominator<F>(a[c], e1);
+        const float a2 = a[C + c], e2 = losses::detail::exp_nonpositive(a2 < 0 ? a2 : -a2), d2 = 1.0f + e2;
+        const float r = 1.0f / (d1 * d2), inv2 = d1 * r;
+        finish<F>(a[c], e1, d2 * r, g.slope, f, df);
+        const float s = a2 < 0 ? e2 * inv2 : inv2;
         p[c] = MODE == GateMode::Gated ? f * s : s * f + (1.0f - s) * a[c];
+        a[C + c] = s;
       }
     }
   }
 }
 
+// Backward, with s read from pre (gate_rows put it there):
 // gated:   da1 = dp s f'(a1),           da2 = dp f(a1) s (1 - s)
 // blended: da1 = dp (s f'(a1) + 1 - s),  da2 = dp (f(a1) - a1) s (1 - s)
 template <Act F, GateMode MODE>
@@ -101,7 +135,7 @@ __attribute__((always_inline)) inline void gate_grad_rows(const Gate& g) {
       if constexpr (MODE == GateMode::None) {
         da[c] = dp[c] * df;
       } else {
-        const float s = sigmoid(a[C + c]), ds = s * (1.0f - s);
+        const float s = a[C + c], ds = s * (1.0f - s);
         da[c] = MODE == GateMode::Gated ? dp[c] * s * df : dp[c] * (s * df + 1.0f - s);
         da[C + c] = MODE == GateMode::Gated ? dp[c] * f * ds : dp[c] * (f - a[c]) * ds;
       }

@@ -56,12 +56,14 @@ struct Outer {
 };
 
 // A layer's activation from its kept conv outputs a = pre [n][M] (GateMode above), t in [0, n):
-// forward post [n][C] = p(a); backward da [n][M] = dp [n][C] times p's derivatives at a.
+// forward post [n][C] = p(a); backward da [n][M] = dp [n][C] times p's derivatives at a. The
+// forward pass of a gated or blended layer overwrites a2 in pre with s = sigmoid(a2), which is what
+// the backward pass reads there (one sigmoid fewer per value).
 struct Gate {
   GateMode mode = GateMode::None;
   Act f = Act::Tanh;
   float slope = 0.0f;  // f's LeakyReLU slope
-  const float* pre = nullptr;
+  float* pre = nullptr;
   int64_t n = 0, channels = 0;  // channels: C
   float* post = nullptr;
   const float* dp = nullptr;
@@ -71,7 +73,7 @@ struct Gate {
 struct KernelSet {
   void (*rows)(const Rows&);
   void (*outer)(const Outer&);
-  void (*gate)(const Gate&);       // post from pre
+  void (*gate)(const Gate&);       // post from pre (and s into pre)
   void (*gate_grad)(const Gate&);  // da from pre and dp
 };
 
