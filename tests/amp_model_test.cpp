@@ -425,7 +425,8 @@ TEST(AmpModels, CpuKernelsMatchLibTorchForwardAndGradients) {
 // The activations besides Tanh, each through its derivative from the output or (SiLU, gated and
 // blended layers) from the kept conv outputs, a kernel size per layer and heads wider than 1x1: A2
 // and a2_small (8 and 3 channels, kernels 6 and 15, LeakyReLU 0.01, a 16-tap head), the standard
-// preset with ReLU, Sigmoid and SiLU, gated Tanh and blended SiLU, lite's 12/6 channels (vector
+// preset with ReLU, Sigmoid and SiLU, gated Tanh and blended SiLU (Gate's 8-lane path), A2 with
+// gated Sigmoid (the same path at 8 channels), lite's 12/6 channels (vector
 // tiles and the plain loop) with LeakyReLU of another slope, and three arrays whose first and
 // last heads have 3 taps 2 apart and 4 taps (the next array then takes fewer rows), with a gated
 // and a blended layer among them.
@@ -438,6 +439,10 @@ TEST(AmpModels, CpuKernelsMatchLibTorchForEveryActivationAndPerLayerKernelSizes)
     set_activation(s, activation, gating);
     expect_cpu_kernels_match_libtorch(s, "standard, " + activation + " " + gating, 0.1);
   }
+  // 8 channels: Gate's vectors one a row, so blocks end in 1-3 vectors past the last group of 4.
+  NamWaveNetSpec a2_gated = nam_wavenet_preset("a2");
+  set_activation(a2_gated, "Sigmoid", "gated");
+  expect_cpu_kernels_match_libtorch(a2_gated, "A2, gated Sigmoid", 0.1);
   NamWaveNetSpec lite = nam_of(wavenet_preset("lite"));
   for (NamLayerSpec& l : lite.arrays[0].layers) l.activation = ActivationSpec{"LeakyReLU", {0.2}};
   for (NamLayerSpec& l : lite.arrays[1].layers) l.activation = ActivationSpec{"LeakyReLU", {0.2}};
