@@ -6,18 +6,21 @@
 # The anchor: the NAM trainer's own standard model and training step (neural-amp-modeler in the
 # project's .venv, bench/nam_standard_step.py), timed in the same run when it is installed.
 #
-# usage: [ROUNDS=1] bench/amp.sh [THREADS] [REPEATS]   (needs Debian's python3-torch for the baseline;
-#        scripts/setup --test-deps for the anchor)
+# usage: [ROUNDS=1] [BUILD_DIR=build] [PYTHON=/usr/bin/python3] bench/amp.sh [THREADS] [REPEATS]   (the baseline runs
+#        on PYTHON's torch: Debian's python3-torch 1.13 by default, or .venv/bin/python for PyTorch
+#        2.11; scripts/setup --test-deps for the anchor)
 set -euo pipefail
+python=${PYTHON:-/usr/bin/python3}
 threads=${1:-2}
 repeats=${2:-10}
-bin=build/bench/wavetrain_bench_amp
+bin=${BUILD_DIR:-build}/bench/wavetrain_bench_amp
 # scripts/setup builds only the binary: a bench builds itself where its build directory exists.
 [ ! -f "${bin%/bench/*}/CMakeCache.txt" ] || cmake --build "${bin%/bench/*}" --target "$(basename "$bin")" >/dev/null
 [ -x "$bin" ] || { echo "amp.sh: $bin not found; build it first (scripts/setup --target $(basename "$bin"))" >&2; exit 2; }
 export OMP_WAIT_POLICY=PASSIVE
 read -r step libtorch offline stream <<<"$("$bin" "$threads" "$repeats")"
-py=$(/usr/bin/python3 "$(dirname "$0")/amp_step_baseline.py" "$threads" "$repeats")
+py=$("$python" "$(dirname "$0")/amp_step_baseline.py" "$threads" "$repeats")
+echo "baseline: PyTorch $("$python" -c 'import torch; print(torch.__version__)') ($python)"
 printf "training step, standard WaveNet, %s threads: wavetrain %s ms, Python %s ms: %s x the Python throughput\n" \
   "$threads" "$step" "$py" "$(awk -v a="$step" -v b="$py" 'BEGIN { printf "%.2f", b / a }')"
 printf "  (wavetrain through LibTorch's conv1d instead of its CPU kernels: %s ms, %s x the Python throughput)\n" \
@@ -38,7 +41,7 @@ for model in "a2:a2" "blended_silu:standard SiLU blended"; do
   ratios=""
   for ((r = 0; r < ${ROUNDS:-1}; r++)); do
     run_wavetrain() { read -r step_p libtorch_p _ _ <<<"$("$bin" "$threads" "$repeats" ${model#*:})"; }
-    run_python() { py_p=$(/usr/bin/python3 "$(dirname "$0")/amp_step_baseline.py" "$threads" "$repeats" cpu 32 "$name"); }
+    run_python() { py_p=$("$python" "$(dirname "$0")/amp_step_baseline.py" "$threads" "$repeats" cpu 32 "$name"); }
     if ((r % 2 == 0)); then run_wavetrain; run_python; else run_python; run_wavetrain; fi
     ratio=$(awk -v a="$step_p" -v b="$py_p" 'BEGIN { printf "%.2f", b / a }')
     ratios="$ratios $ratio"

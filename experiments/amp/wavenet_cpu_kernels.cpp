@@ -42,46 +42,72 @@ __attribute__((always_inline)) inline void derivative_rows(Act act, float slope,
   }
 }
 
+// exp_nonpositive (losses/vector_math.h) on 8 lanes: the same reduction and degree-7 polynomial,
+// its halves evaluated side by side (Estrin) to shorten the chain.
+__attribute__((always_inline)) inline Vec8 exp_nonpositive8(Vec8 x) {
+  typedef int32_t Vec8i __attribute__((vector_size(32)));
+  const Vec8 lowest = Vec8{} - 87.0f;
+  const Vec8 xc = x < lowest ? lowest : x;
+  const float shift = 12582912.0f + 127.0f;  // 1.5 * 2^23 + the exponent bias
+  const Vec8 biased = xc * 1.44269504088896341f + shift;
+  const Vec8 k = biased - shift;
+  const Vec8 r = (xc - k * 0.693145751953125f) - k * 1.42860682030941723212e-6f;
+  const Vec8 r2 = r * r, r4 = r2 * r2;
+  const Vec8 p = ((r + 1.0f) + r2 * (r * (1.0f / 6.0f) + 0.5f)) +
+                 r4 * ((r * (1.0f / 120.0f) + 1.0f / 24.0f) + r2 * (r * (1.0f / 5040.0f) + 1.0f / 720.0f));
+  Vec8i bits;
+  std::memcpy(&bits, &biased, sizeof bits);
+  bits <<= 23;
+  Vec8 scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return x < lowest ? Vec8{} : p * scale;
+}
+
+__attribute__((always_inline)) inline float exp_lanes(float x) { return losses::detail::exp_nonpositive(x); }
+__attribute__((always_inline)) inline Vec8 exp_lanes(Vec8 x) { return exp_nonpositive8(x); }
+
 // f(a) and f'(a) from the input a, for Gate, in two steps so that a gated layer's two functions
 // share one division (a division costs as much as the rest of a sigmoid): denominator<F> gives e
 // (exp(-|a|), Tanh exp(-2|a|)) and d = 1 + e, the one division f needs (1 when it needs none);
-// finish<F> gives f and f' from e and inv = 1 / d. Branch-free, so the loops over them vectorise.
-template <Act F>
-__attribute__((always_inline)) inline float denominator(float a, float& e) {
-  const float minus_abs = a < 0 ? a : -a;
+// finish<F> gives f and f' from e and inv = 1 / d. Branch-free; L is float (loops the compiler
+// vectorises) or Vec8 (Gate's 8-lane path).
+template <Act F, typename L>
+__attribute__((always_inline)) inline L denominator(L a, L& e) {
+  const L minus_abs = a < 0.0f ? a : -a;
   if constexpr (F == Act::Tanh) {
-    e = losses::detail::exp_nonpositive(2.0f * minus_abs);
+    e = exp_lanes(2.0f * minus_abs);
   } else if constexpr (F == Act::Sigmoid || F == Act::SiLU) {
-    e = losses::detail::exp_nonpositive(minus_abs);
+    e = exp_lanes(minus_abs);
   } else {
-    e = 0.0f;
-    return 1.0f;
+    e = L{};
+    return L{} + 1.0f;
   }
-  return 1.0f + e;
+  return e + 1.0f;
 }
 
-template <Act F>
-__attribute__((always_inline)) inline void finish(float a, float e, float inv, float slope, float& f, float& df) {
+template <Act F, typename L>
+__attribute__((always_inline)) inline void finish(L a, L e, L inv, float slope, L& f, L& df) {
+  const L zero{}, one = zero + 1.0f;
   if constexpr (F == Act::Tanh) {
-    const float t = (1.0f - e) * inv;
-    f = a < 0 ? -t : t;
+    const L t = (1.0f - e) * inv;
+    f = a < 0.0f ? -t : t;
     df = 1.0f - f * f;
   } else if constexpr (F == Act::Sigmoid) {
-    f = a < 0 ? e * inv : inv;
+    f = a < 0.0f ? e * inv : inv;
     df = f * (1.0f - f);
   } else if constexpr (F == Act::ReLU) {
-    f = a > 0.0f ? a : 0.0f;
-    df = a > 0.0f ? 1.0f : 0.0f;
+    f = a > 0.0f ? a : zero;
+    df = a > 0.0f ? one : zero;
   } else if constexpr (F == Act::LeakyReLU) {
     f = a > 0.0f ? a : a * slope;
-    df = a > 0.0f ? 1.0f : slope;
+    df = a > 0.0f ? one : zero + slope;
   } else if constexpr (F == Act::SiLU) {
-    const float s = a < 0 ? e * inv : inv;
+    const L s = a < 0.0f ? e * inv : inv;
     f = a * s;
     df = s + f * (1.0f - s);  // s + a s (1 - s)
   } else {
     f = a;
-    df = 1.0f;
+    df = one;
   }
 }
 
@@ -151,83 +177,22 @@ __attribute__((always_inline)) inline void gate_grad_rows(const Gate& g) {
 // Used where C is a multiple of 8 (the presets' 16, 8, 24, ...); same formulas as the loops above.
 constexpr int kUnits = 4;
 
-// exp_nonpositive (losses/vector_math.h) on 8 lanes: the same reduction and degree-7 polynomial,
-// its halves evaluated side by side (Estrin) to shorten the chain.
-__attribute__((always_inline)) inline Vec8 exp_nonpositive8(Vec8 x) {
-  typedef int32_t Vec8i __attribute__((vector_size(32)));
-  const Vec8 lowest = Vec8{} - 87.0f;
-  const Vec8 xc = x < lowest ? lowest : x;
-  const float shift = 12582912.0f + 127.0f;  // 1.5 * 2^23 + the exponent bias
-  const Vec8 biased = xc * 1.44269504088896341f + shift;
-  const Vec8 k = biased - shift;
-  const Vec8 r = (xc - k * 0.693145751953125f) - k * 1.42860682030941723212e-6f;
-  const Vec8 r2 = r * r, r4 = r2 * r2;
-  const Vec8 p = ((r + 1.0f) + r2 * (r * (1.0f / 6.0f) + 0.5f)) +
-                 r4 * ((r * (1.0f / 120.0f) + 1.0f / 24.0f) + r2 * (r * (1.0f / 5040.0f) + 1.0f / 720.0f));
-  Vec8i bits;
-  std::memcpy(&bits, &biased, sizeof bits);
-  bits <<= 23;
-  Vec8 scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return x < lowest ? Vec8{} : p * scale;
-}
-
-template <Act F>
-__attribute__((always_inline)) inline Vec8 denominator8(Vec8 a, Vec8& e) {
-  const Vec8 minus_abs = a < 0.0f ? a : -a;
-  if constexpr (F == Act::Tanh) {
-    e = exp_nonpositive8(2.0f * minus_abs);
-  } else if constexpr (F == Act::Sigmoid || F == Act::SiLU) {
-    e = exp_nonpositive8(minus_abs);
-  } else {
-    e = Vec8{};
-    return Vec8{} + 1.0f;
-  }
-  return e + 1.0f;
-}
-
-template <Act F>
-__attribute__((always_inline)) inline void finish8(Vec8 a, Vec8 e, Vec8 inv, float slope, Vec8& f, Vec8& df) {
-  const Vec8 zero{}, one = zero + 1.0f;
-  if constexpr (F == Act::Tanh) {
-    const Vec8 t = (1.0f - e) * inv;
-    f = a < 0.0f ? -t : t;
-    df = 1.0f - f * f;
-  } else if constexpr (F == Act::Sigmoid) {
-    f = a < 0.0f ? e * inv : inv;
-    df = f * (1.0f - f);
-  } else if constexpr (F == Act::ReLU) {
-    f = a > 0.0f ? a : zero;
-    df = a > 0.0f ? one : zero;
-  } else if constexpr (F == Act::LeakyReLU) {
-    f = a > 0.0f ? a : a * slope;
-    df = a > 0.0f ? one : zero + slope;
-  } else if constexpr (F == Act::SiLU) {
-    const Vec8 sg = a < 0.0f ? e * inv : inv;
-    f = a * sg;
-    df = sg + f * (1.0f - sg);
-  } else {
-    f = a;
-    df = one;
-  }
-}
-
 // U vectors: pre at pre + q[u] (a1; a2 or s C further on), post, dp and da at o[u] (da: q[u]).
 template <Act F, GateMode MODE, int U>
 __attribute__((always_inline)) inline void gate_units(const Gate& g, const int64_t* o, const int64_t* q) {
   const int64_t C = g.channels;
   Vec8 a[U], e[U], d[U], f[U], df[U];
   for (int u = 0; u < U; ++u) a[u] = load<Vec8>(g.pre + q[u]);
-  for (int u = 0; u < U; ++u) d[u] = denominator8<F>(a[u], e[u]);
+  for (int u = 0; u < U; ++u) d[u] = denominator<F>(a[u], e[u]);
   if constexpr (MODE == GateMode::None) {
-    for (int u = 0; u < U; ++u) finish8<F>(a[u], e[u], 1.0f / d[u], g.slope, f[u], df[u]);
+    for (int u = 0; u < U; ++u) finish<F>(a[u], e[u], 1.0f / d[u], g.slope, f[u], df[u]);
     for (int u = 0; u < U; ++u) store(g.post + o[u], f[u]);
   } else {
     Vec8 a2[U], e2[U], d2[U], r[U];
     for (int u = 0; u < U; ++u) a2[u] = load<Vec8>(g.pre + q[u] + C);
-    for (int u = 0; u < U; ++u) d2[u] = denominator8<Act::Sigmoid>(a2[u], e2[u]);
+    for (int u = 0; u < U; ++u) d2[u] = denominator<Act::Sigmoid>(a2[u], e2[u]);
     for (int u = 0; u < U; ++u) r[u] = 1.0f / (d[u] * d2[u]);
-    for (int u = 0; u < U; ++u) finish8<F>(a[u], e[u], d2[u] * r[u], g.slope, f[u], df[u]);
+    for (int u = 0; u < U; ++u) finish<F>(a[u], e[u], d2[u] * r[u], g.slope, f[u], df[u]);
     for (int u = 0; u < U; ++u) {
       const Vec8 inv2 = d[u] * r[u], s = a2[u] < 0.0f ? e2[u] * inv2 : inv2;
       store(g.post + o[u], MODE == GateMode::Gated ? f[u] * s : s * f[u] + (1.0f - s) * a[u]);
@@ -241,8 +206,8 @@ __attribute__((always_inline)) inline void gate_grad_units(const Gate& g, const 
   const int64_t C = g.channels;
   Vec8 a[U], e[U], d[U], f[U], df[U];
   for (int u = 0; u < U; ++u) a[u] = load<Vec8>(g.pre + q[u]);
-  for (int u = 0; u < U; ++u) d[u] = denominator8<F>(a[u], e[u]);
-  for (int u = 0; u < U; ++u) finish8<F>(a[u], e[u], 1.0f / d[u], g.slope, f[u], df[u]);
+  for (int u = 0; u < U; ++u) d[u] = denominator<F>(a[u], e[u]);
+  for (int u = 0; u < U; ++u) finish<F>(a[u], e[u], 1.0f / d[u], g.slope, f[u], df[u]);
   for (int u = 0; u < U; ++u) {
     const Vec8 dp = load<Vec8>(g.dp + o[u]);
     if constexpr (MODE == GateMode::None) {
