@@ -16,28 +16,17 @@ namespace {
 using kernels::load;
 using kernels::store;
 using kernels::Vec8;
-typedef int32_t Vec8i __attribute__((vector_size(32)));
 
 // exp(x) for x <= 0 on 8 lanes: x = k ln 2 + r, |r| <= ln 2 / 2, exp(r) = 1 + r + r^2 P(r) with
 // P of degree 5 (Cephes' expf coefficients, relative error about 1e-7), evaluated in two halves
 // at once (Estrin) because the recurrence waits on this latency; 2^k made in the exponent bits.
 __attribute__((always_inline)) inline Vec8 exp_nonpositive(Vec8 x) {
-  const Vec8 lowest = Vec8{} - 87.0f;
-  const Vec8 xc = x < lowest ? lowest : x;
-  const float shift = 12582912.0f + 127.0f;  // 1.5 * 2^23 + the exponent bias: rounds k into the low bits
-  const Vec8 biased = xc * 1.44269504088896341f + shift;
-  const Vec8 k = biased - shift;
-  const Vec8 r = (xc - k * 0.693145751953125f) - k * 1.42860682030941723212e-6f;
-  const Vec8 r2 = r * r;
-  const Vec8 low = (r * 4.1665795894e-2f + 1.6666665459e-1f) * r + 5.0000001201e-1f;
-  const Vec8 high = (r * 1.9875691500e-4f + 1.3981999507e-3f) * r + 8.3334519073e-3f;
-  const Vec8 p = (high * (r2 * r) + low) * r2 + r + 1.0f;
-  Vec8i bits;
-  std::memcpy(&bits, &biased, sizeof bits);
-  bits <<= 23;
-  Vec8 scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return x < lowest ? Vec8{} : p * scale;
+  return kernels::exp_nonpositive_with(x, [](Vec8 r) __attribute__((always_inline)) {
+    const Vec8 r2 = r * r;
+    const Vec8 low = (r * 4.1665795894e-2f + 1.6666665459e-1f) * r + 5.0000001201e-1f;
+    const Vec8 high = (r * 1.9875691500e-4f + 1.3981999507e-3f) * r + 8.3334519073e-3f;
+    return (high * (r2 * r) + low) * r2 + r + 1.0f;
+  });
 }
 
 // tanh(x) = x P(x^2) / Q(x^2) on |x| <= 7.9053111 (beyond it tanh is 1 to float precision):

@@ -45,22 +45,11 @@ __attribute__((always_inline)) inline void derivative_rows(Act act, float slope,
 // exp_nonpositive (losses/vector_math.h) on 8 lanes: the same reduction and degree-7 polynomial,
 // its halves evaluated side by side (Estrin) to shorten the chain.
 __attribute__((always_inline)) inline Vec8 exp_nonpositive8(Vec8 x) {
-  typedef int32_t Vec8i __attribute__((vector_size(32)));
-  const Vec8 lowest = Vec8{} - 87.0f;
-  const Vec8 xc = x < lowest ? lowest : x;
-  const float shift = 12582912.0f + 127.0f;  // 1.5 * 2^23 + the exponent bias
-  const Vec8 biased = xc * 1.44269504088896341f + shift;
-  const Vec8 k = biased - shift;
-  const Vec8 r = (xc - k * 0.693145751953125f) - k * 1.42860682030941723212e-6f;
-  const Vec8 r2 = r * r, r4 = r2 * r2;
-  const Vec8 p = ((r + 1.0f) + r2 * (r * (1.0f / 6.0f) + 0.5f)) +
-                 r4 * ((r * (1.0f / 120.0f) + 1.0f / 24.0f) + r2 * (r * (1.0f / 5040.0f) + 1.0f / 720.0f));
-  Vec8i bits;
-  std::memcpy(&bits, &biased, sizeof bits);
-  bits <<= 23;
-  Vec8 scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return x < lowest ? Vec8{} : p * scale;
+  return exp_nonpositive_with(x, [](Vec8 r) __attribute__((always_inline)) {
+    const Vec8 r2 = r * r, r4 = r2 * r2;
+    return ((r + 1.0f) + r2 * (r * (1.0f / 6.0f) + 0.5f)) +
+           r4 * ((r * (1.0f / 120.0f) + 1.0f / 24.0f) + r2 * (r * (1.0f / 5040.0f) + 1.0f / 720.0f));
+  });
 }
 
 __attribute__((always_inline)) inline float exp_lanes(float x) { return losses::detail::exp_nonpositive(x); }

@@ -28,6 +28,28 @@ __attribute__((always_inline)) inline void store(float* p, const Vec& v) {
   std::memcpy(p, &v, sizeof v);
 }
 
+// exp(x) for x <= 0 on 8 lanes, with the caller's polynomial for exp(r): x = k ln 2 + r with
+// |r| <= ln 2 / 2, exp(r) = poly(r), and 2^k put into the exponent bits; below -87 (where exp
+// leaves float's normal range) exactly 0. The real-time LSTM and the training kernels use
+// polynomials of different lengths.
+template <typename Poly>
+__attribute__((always_inline)) inline Vec8 exp_nonpositive_with(Vec8 x, Poly poly) {
+  typedef int32_t Vec8i __attribute__((vector_size(32)));
+  const Vec8 lowest = Vec8{} - 87.0f;
+  const Vec8 xc = x < lowest ? lowest : x;
+  const float shift = 12582912.0f + 127.0f;  // 1.5 * 2^23 + the exponent bias: rounds k into the low bits
+  const Vec8 biased = xc * 1.44269504088896341f + shift;
+  const Vec8 k = biased - shift;
+  const Vec8 r = (xc - k * 0.693145751953125f) - k * 1.42860682030941723212e-6f;
+  const Vec8 p = poly(r);
+  Vec8i bits;
+  std::memcpy(&bits, &biased, sizeof bits);
+  bits <<= 23;
+  Vec8 scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return x < lowest ? Vec8{} : p * scale;
+}
+
 // (1 - e) / (1 + e), e = exp(-2|x|): branch-free, so loops over it vectorise (with
 // -fno-trapping-math). Absolute error below 1e-7 (relative error grows near 0, where 1 - e cancels).
 inline float fast_tanh(float x) {
