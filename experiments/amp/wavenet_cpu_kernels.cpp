@@ -121,12 +121,11 @@ __attribute__((always_inline)) inline void gate_rows(const Gate& g) {
         value_and_slope<F>(a[c], g.slope, f, df);
         p[c] = f;
       } else {
-        float e1;
-        const float d1 = denominator<F>(a[c], e1);
-        const float a2 = a[C + c], e2 = losses::detail::exp_nonpositive(a2 < 0 ? a2 : -a2), d2 = 1.0f + e2;
-        const float r = 1.0f / (d1 * d2), inv2 = d1 * r;
+        float e1, e2, s, ds;
+        const float d1 = denominator<F>(a[c], e1), d2 = denominator<Act::Sigmoid>(a[C + c], e2);
+        const float r = 1.0f / (d1 * d2);
         finish<F>(a[c], e1, d2 * r, g.slope, f, df);
-        const float s = a2 < 0 ? e2 * inv2 : inv2;
+        finish<Act::Sigmoid>(a[C + c], e2, d1 * r, 0.0f, s, ds);
         p[c] = MODE == GateMode::Gated ? f * s : s * f + (1.0f - s) * a[c];
         a[C + c] = s;
       }
@@ -183,7 +182,8 @@ __attribute__((always_inline)) inline void gate_units(const Gate& g, const int64
     for (int u = 0; u < U; ++u) r[u] = 1.0f / (d[u] * d2[u]);
     for (int u = 0; u < U; ++u) finish<F>(a[u], e[u], d2[u] * r[u], g.slope, f[u], df[u]);
     for (int u = 0; u < U; ++u) {
-      const Vec8 inv2 = d[u] * r[u], s = a2[u] < 0.0f ? e2[u] * inv2 : inv2;
+      Vec8 s, ds;
+      finish<Act::Sigmoid>(a2[u], e2[u], d[u] * r[u], 0.0f, s, ds);
       store(g.post + o[u], MODE == GateMode::Gated ? f[u] * s : s * f[u] + (1.0f - s) * a[u]);
       store(g.pre + q[u] + C, s);
     }

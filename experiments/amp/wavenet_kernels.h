@@ -1,6 +1,6 @@
 // Internal to experiments/amp/: what the hand-written CPU loops share (the real-time engines in
 // dsp_kernels.cpp and lstm_dsp.cpp, the training kernels in wavenet_cpu_kernels.cpp): fixed-width float
-// vectors, unaligned loads and stores, and a branch-free tanh.
+// vectors, unaligned loads and stores, an 8-lane exp with the caller's polynomial, and a branch-free tanh.
 #pragma once
 
 #include <cstdint>
