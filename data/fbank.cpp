@@ -1,12 +1,15 @@
 // Kaldi-compatible fbank, SpecAugment and global CMVN (fbank.h).
 #include "data/fbank.h"
 
+#include "data/frame_fft.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 namespace wavetrain::data {
@@ -45,55 +48,56 @@ int64_t next_power_of_two(int64_t x) {
   return p;
 }
 
-// The mel triangles as (first bin, weights) per mel bin, for a sparse product with a spectrum.
+// The mel triangles as (first bin, weights) per mel bin, for a sparse product with a spectrum:
+// bin b's weights are weights[start[b] .. start[b + 1]), for the spectrum's bins from first[b] on.
 struct SparseBanks {
-  std::vector<int64_t> first;
-  std::vector<std::vector<float>> weights;
+  std::vector<int64_t> first, start;
+  std::vector<float> weights;
 };
 
 SparseBanks sparse_banks(const at::Tensor& dense) {
   SparseBanks s;
   const int64_t bins = dense.size(0), width = dense.size(1);
   const double* w = dense.data_ptr<double>();
+  s.start.push_back(0);
   for (int64_t b = 0; b < bins; ++b) {
     int64_t lo = 0, hi = width;
     while (lo < width && w[b * width + lo] == 0.0) ++lo;
     while (hi > lo && w[b * width + hi - 1] == 0.0) --hi;
     s.first.push_back(lo);
-    s.weights.emplace_back();
-    for (int64_t k = lo; k < hi; ++k) s.weights.back().push_back(static_cast<float>(w[b * width + k]));
+    for (int64_t k = lo; k < hi; ++k) s.weights.push_back(static_cast<float>(w[b * width + k]));
+    s.start.push_back(static_cast<int64_t>(s.weights.size()));
   }
   return s;
 }
 
-// One frame up to the FFT, in float32 and in torchaudio's order of operations: the float32
+// The log of a frame's energy, sum(v[j]^2), floored as torchaudio does. Four independent sums: one
+// chain of dependent double additions took a third of the time.
+double log_energy(const float* v, int64_t size, const FbankOptions& o) {
+  double lanes[4] = {0, 0, 0, 0};
+  int64_t j = 0;
+  for (; j + 4 <= size; j += 4)
+    for (int l = 0; l < 4; ++l) lanes[l] += static_cast<double>(v[j + l]) * v[j + l];
+  for (; j < size; ++j) lanes[0] += static_cast<double>(v[j]) * v[j];
+  const double e = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  double l = std::log(std::max(e, kEpsilon));
+  if (o.energy_floor != 0.0) l = std::max(l, std::log(o.energy_floor));
+  return l;
+}
+
+// One frame up to the FFT, step by step, recording each stage (fbank_frame_stages; the tests
+// compare them with torchaudio's). In float32 and in torchaudio's order of operations: the float32
 // reference values carry rounding from the cancellation in pre-emphasis and DC removal (a float64
 // computation is up to 2.2e-4 away from them in the low mel bins), so matching them to 1e-4 means
 // rounding the same way. `x` holds the frame (samples plus dither) on entry; `mean` is its mean as
-// at::mean computes it (the one reduction whose order matters). Returns the log energy (raw, or
-// after the window). `stages` records the intermediate values (tests compare them).
-double prepare_frame(float* x, float mean, const FbankOptions& o, const float* window, FbankFrameStages* stages) {
+// at::mean computes it (the one reduction whose order matters).
+void record_frame_stages(float* x, float mean, const FbankOptions& o, const float* window, FbankFrameStages& stages) {
   const int64_t size = o.window_size();
-  if (stages) stages->raw.assign(x, x + size);
+  stages.raw.assign(x, x + size);
   if (o.remove_dc_offset)
     for (int64_t j = 0; j < size; ++j) x[j] = x[j] - mean;
-  if (stages) stages->after_dc.assign(x, x + size);
-  auto energy_of = [&] {
-    // Four independent sums: one chain of dependent double additions took a third of the time.
-    double lanes[4] = {0, 0, 0, 0};
-    int64_t j = 0;
-    for (; j + 4 <= size; j += 4)
-      for (int l = 0; l < 4; ++l) lanes[l] += static_cast<double>(x[j + l]) * x[j + l];
-    for (; j < size; ++j) lanes[0] += static_cast<double>(x[j]) * x[j];
-    const double e = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-    double l = std::log(std::max(e, kEpsilon));
-    if (o.energy_floor != 0.0) l = std::max(l, std::log(o.energy_floor));
-    return l;
-  };
-  // The energy only where it is a feature (or a test looks at it).
-  const bool want_energy = o.use_energy || stages;
-  double energy = want_energy && o.raw_energy ? energy_of() : 0.0;
-  if (stages) stages->raw_log_energy = energy_of();
+  stages.after_dc.assign(x, x + size);
+  stages.raw_log_energy = log_energy(x, size, o);
   if (o.preemphasis_coefficient != 0.0) {  // x[j] -= c x[j-1], and x[0] -= c x[0], from the old values
     const float c = static_cast<float>(o.preemphasis_coefficient);
     for (int64_t j = size - 1; j > 0; --j) {
@@ -103,11 +107,67 @@ double prepare_frame(float* x, float mean, const FbankOptions& o, const float* w
     const float scaled = c * x[0];
     x[0] = x[0] - scaled;
   }
-  if (stages) stages->after_preemphasis.assign(x, x + size);
+  stages.after_preemphasis.assign(x, x + size);
   for (int64_t j = 0; j < size; ++j) x[j] = x[j] * window[j];
-  if (want_energy && !o.raw_energy) energy = energy_of();
-  if (stages) stages->windowed.assign(x, x + size);
+  stages.windowed.assign(x, x + size);
+}
+
+// The same steps as record_frame_stages, with the same float operations (so the same values), as
+// fbank runs them: in one forward pass from the frame's samples `s`, where they lie, into `x`,
+// the FFT's input row, whose zero padding it also writes. Each s[j] - mean is computed twice (for
+// x[j] and x[j+1]); the same operation on the same operands gives the same float, and the pass needs
+// no copy of the frame and no backward loop. The flags are 0/1 in a float, not branches, where
+// that keeps the loop one vectorised pass. Returns the log energy (raw, or after the window) when
+// o.use_energy, else 0.
+double frame_for_fft(const float* __restrict s, float mean, const FbankOptions& o, const float* __restrict window,
+                     float* __restrict x) {
+  const int64_t size = o.window_size(), padded = o.padded_window_size();
+  const float m = o.remove_dc_offset ? mean : 0.0f;  // s - 0 is s, bit for bit
+  double energy = 0.0;
+  if (o.use_energy && o.raw_energy) {
+    for (int64_t j = 0; j < size; ++j) x[j] = s[j] - m;
+    energy = log_energy(x, size, o);
+  }
+  if (o.preemphasis_coefficient != 0.0) {
+    const float c = static_cast<float>(o.preemphasis_coefficient);
+    const float d0 = s[0] - m;
+    x[0] = (d0 - c * d0) * window[0];
+    for (int64_t j = 1; j < size; ++j) x[j] = ((s[j] - m) - c * (s[j - 1] - m)) * window[j];
+  } else {
+    for (int64_t j = 0; j < size; ++j) x[j] = (s[j] - m) * window[j];
+  }
+  if (o.use_energy && !o.raw_energy) energy = log_energy(x, size, o);
+  std::fill(x + size, x + padded, 0.0f);
   return energy;
+}
+
+// Frames per group in the mel products: the spectra of 8 frames are kept bin by bin, [bin][8], so
+// that each triangle weight multiplies 8 frames' powers in one vector operation, with no sums
+// across lanes (one frame's triangle is only 2-20 bins wide, too short to vectorise along).
+constexpr int64_t kGroup = 8;
+
+// The power (or magnitude) spectra of `n` <= 8 frames' FFT outputs `z` ([n][bins] complex, as
+// interleaved floats) into `power` [bins][8]; lanes from n on keep what they held.
+void group_power(const float* z, int64_t n, int64_t bins, bool use_power, float* power) {
+  for (int64_t l = 0; l < n; ++l) {
+    const float* zl = z + l * bins * 2;
+    for (int64_t k = 0; k < bins; ++k) {
+      const float p = zl[2 * k] * zl[2 * k] + zl[2 * k + 1] * zl[2 * k + 1];
+      power[k * kGroup + l] = use_power ? p : std::sqrt(p);
+    }
+  }
+}
+
+// Mel bin b of the group's 8 frames: sum over its triangle of weight x power, in float (as
+// torchaudio's float32 matrix product), one sum per lane.
+void group_mel(const SparseBanks& banks, int64_t b, const float* power, float* sums) {
+  float acc[kGroup] = {0, 0, 0, 0, 0, 0, 0, 0};
+  const float* w = banks.weights.data() + banks.start[static_cast<size_t>(b)];
+  const int64_t width = banks.start[static_cast<size_t>(b) + 1] - banks.start[static_cast<size_t>(b)];
+  const float* p = power + banks.first[static_cast<size_t>(b)] * kGroup;
+  for (int64_t k = 0; k < width; ++k)
+    for (int64_t l = 0; l < kGroup; ++l) acc[l] += w[k] * p[k * kGroup + l];
+  for (int64_t l = 0; l < kGroup; ++l) sums[l] = acc[l];
 }
 
 }  // namespace
@@ -234,73 +294,80 @@ at::Tensor fbank(const at::Tensor& waveform_in, const FbankOptions& o, std::opti
 
   // The signal frames are cut from: the waveform, or for snip_edges=false the waveform with
   // reflected ends, [w[pad-1] .. w[0]] + w + [w[n-1] .. w[0]] (a negative pad trims the front).
-  const float* w = waveform.data_ptr<float>();
-  std::vector<float> source;
+  float* w = waveform.data_ptr<float>();  // only read
+  std::vector<float> reflected;
   const int64_t frames = o.num_frames(n);
-  if (o.snip_edges) {
-    source.assign(w, w + n);
-  } else {
+  if (!o.snip_edges) {
     const int64_t pad = size / 2 - shift / 2;
     if (pad > 0)
-      for (int64_t i = pad - 1; i >= 0; --i) source.push_back(w[i]);
-    source.insert(source.end(), w + (pad < 0 ? -pad : 0), w + n);
-    for (int64_t i = n - 1; i >= 0; --i) source.push_back(w[i]);
+      for (int64_t i = pad - 1; i >= 0; --i) reflected.push_back(w[i]);
+    reflected.insert(reflected.end(), w + (pad < 0 ? -pad : 0), w + n);
+    for (int64_t i = n - 1; i >= 0; --i) reflected.push_back(w[i]);
   }
-  // The frames [frames][size] (plus dither), and their means as torchaudio takes them.
-  at::Tensor framed = at::from_blob(source.data(), {static_cast<int64_t>(source.size())}, at::kFloat)
-                          .as_strided({frames, size}, {shift, 1})
-                          .clone();
+  float* source = o.snip_edges ? w : reflected.data();
+  const int64_t source_size = o.snip_edges ? n : static_cast<int64_t>(reflected.size());
+  // The frames [frames][size], as a view of the signal (frame f starts at sample f x shift), or
+  // with dither as a copy plus noise; and their means as torchaudio takes them (at::mean's order of
+  // additions; it reads a row of the view as it would a row of a copy).
+  const at::Tensor framed_view = at::from_blob(source, {source_size}, at::kFloat)
+                                     .as_strided({frames, size}, {shift, 1});
+  at::Tensor framed = framed_view;
   if (o.dither != 0.0) {
     const at::TensorOptions options = at::TensorOptions().dtype(at::kFloat);
     const at::Tensor noise = generator ? at::randn({frames, size}, *generator, options) : at::randn({frames, size}, options);
-    framed = framed + noise * o.dither;
+    framed = framed_view + noise * o.dither;
   }
+  const float* frame_data = o.dither != 0.0 ? framed.data_ptr<float>() : source;
+  const int64_t frame_stride = o.dither != 0.0 ? size : shift;
   const at::Tensor means = o.remove_dc_offset ? framed.mean(1) : at::zeros({frames}, at::kFloat);
+  const float* mean_of = means.data_ptr<float>();
 
-  const at::Tensor window = kaldi_window(o).to(at::kFloat);
+  const at::Tensor window_tensor = kaldi_window(o).to(at::kFloat);
+  const float* window = window_tensor.data_ptr<float>();
   const SparseBanks banks = sparse_banks(kaldi_mel_banks(o).first);
   at::Tensor out = at::empty({frames, features}, at::kFloat);
+  float* out_data = out.data_ptr<float>();
   const int64_t mel_offset = (o.use_energy && !o.htk_compat) ? 1 : 0;
   const int64_t energy_column = o.htk_compat ? o.num_mel_bins : 0;
   const int64_t fft_bins = padded / 2 + 1;
-  at::parallel_for(0, frames, 64, [&](int64_t first, int64_t last) {
-    std::vector<float> power(static_cast<size_t>(fft_bins));
-    // In blocks of 64 frames, so that a block's frames and spectra (2 x 128 kB) stay in the core's
-    // cache between the passes over them (a thread's whole range at once was 1-2 MB).
-    for (int64_t begin = first; begin < last; begin += 64) {
-      const int64_t end = std::min(begin + 64, last);
-      const int64_t count = end - begin;
-      at::Tensor chunk = at::zeros({count, padded}, at::kFloat);
-      std::vector<double> energy(static_cast<size_t>(count));
-      for (int64_t f = 0; f < count; ++f) {
-        float* row = chunk.data_ptr<float>() + f * padded;
-        std::copy_n(framed.data_ptr<float>() + (begin + f) * size, size, row);
+  constexpr int64_t kBlock = 64;
+  at::parallel_for(0, frames, kBlock, [&](int64_t first, int64_t last) {
+    // In blocks of 64 frames, so that a block's FFT inputs and spectra (2 x 128 kB) stay in the
+    // core's cache between the passes over them (a thread's whole range at once was 1-2 MB).
+    std::vector<float> inputs(static_cast<size_t>(kBlock * padded));
+    std::vector<float> power(static_cast<size_t>(fft_bins * kGroup), 0.0f);
+    std::vector<double> energy(static_cast<size_t>(kBlock));
+    float sums[kGroup];
+    // A power-of-two frame (the default, 512) takes the 8-frame FFT; others LibTorch's, a block at once.
+    std::optional<FrameFft<float>> fft;
+    if (FrameFft<float>::supports(padded)) fft.emplace(padded);
+    for (int64_t begin = first; begin < last; begin += kBlock) {
+      const int64_t count = std::min(kBlock, last - begin);
+      for (int64_t f = 0; f < count; ++f)
         energy[static_cast<size_t>(f)] =
-            prepare_frame(row, means.data_ptr<float>()[begin + f], o, window.data_ptr<float>(), nullptr);
-      }
-      const at::Tensor spectrum = at::view_as_real(at::fft_rfft(chunk, padded, 1)).contiguous();  // [count][bins][2]
-      const float* z = spectrum.data_ptr<float>();
-      for (int64_t f = 0; f < count; ++f) {
-        const float* zf = z + f * fft_bins * 2;
-        for (int64_t k = 0; k < fft_bins; ++k) {
-          const float p = zf[2 * k] * zf[2 * k] + zf[2 * k + 1] * zf[2 * k + 1];
-          power[static_cast<size_t>(k)] = o.use_power ? p : std::sqrt(p);
+            frame_for_fft(frame_data + (begin + f) * frame_stride, mean_of[begin + f], o, window, inputs.data() + f * padded);
+      at::Tensor spectrum;
+      if (!fft) spectrum = at::view_as_real(at::fft_rfft(at::from_blob(inputs.data(), {count, padded}, at::kFloat), padded, 1)).contiguous();
+      for (int64_t g = 0; g < count; g += kGroup) {
+        const int64_t n = std::min(kGroup, count - g);
+        if (fft) {
+          const float* rows[kGroup];  // lanes past the block's last frame repeat it
+          for (int64_t l = 0; l < kGroup; ++l) rows[l] = inputs.data() + (g + std::min(l, n - 1)) * padded;
+          fft->power(rows, power.data());
+          if (!o.use_power)
+            for (float& p : power) p = std::sqrt(p);
+        } else {
+          group_power(spectrum.data_ptr<float>() + g * fft_bins * 2, n, fft_bins, o.use_power, power.data());  // [count][bins][2]
         }
-        float* o_row = out.data_ptr<float>() + (begin + f) * features;
         for (int64_t b = 0; b < o.num_mel_bins; ++b) {
-          const std::vector<float>& wb = banks.weights[static_cast<size_t>(b)];
-          const float* pk = power.data() + banks.first[static_cast<size_t>(b)];
-          // In float, as torchaudio's float32 matrix product, in 8 independent lanes (they vectorise).
-          float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-          const size_t width = wb.size();
-          size_t k = 0;
-          for (; k + 8 <= width; k += 8)
-            for (size_t l = 0; l < 8; ++l) lanes[l] += wb[k + l] * pk[k + l];
-          for (; k < width; ++k) lanes[0] += wb[k] * pk[k];
-          const double e = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-          o_row[mel_offset + b] = static_cast<float>(o.use_log_fbank ? std::max(e, kEpsilon) : e);
+          group_mel(banks, b, power.data(), sums);
+          for (int64_t l = 0; l < n; ++l)
+            out_data[(begin + g + l) * features + mel_offset + b] =
+                o.use_log_fbank ? std::max(sums[l], static_cast<float>(kEpsilon)) : sums[l];
         }
-        if (o.use_energy) o_row[energy_column] = static_cast<float>(energy[static_cast<size_t>(f)]);
+        if (o.use_energy)
+          for (int64_t l = 0; l < n; ++l)
+            out_data[(begin + g + l) * features + energy_column] = static_cast<float>(energy[static_cast<size_t>(g + l)]);
       }
     }
   });
@@ -321,7 +388,7 @@ FbankFrameStages fbank_frame_stages(const at::Tensor& waveform_in, const FbankOp
   const at::Tensor samples = waveform.narrow(0, frame * o.window_shift(), size).clone();
   const float mean = o.remove_dc_offset ? samples.unsqueeze(0).mean(1).item<float>() : 0.0f;
   const at::Tensor window = kaldi_window(o).to(at::kFloat);
-  prepare_frame(samples.data_ptr<float>(), mean, o, window.data_ptr<float>(), &stages);
+  record_frame_stages(samples.data_ptr<float>(), mean, o, window.data_ptr<float>(), stages);
   const std::vector<double>& x = stages.windowed;
   at::Tensor padded = at::zeros({o.padded_window_size()}, at::kDouble);
   std::copy(x.begin(), x.end(), padded.data_ptr<double>());

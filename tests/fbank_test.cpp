@@ -101,7 +101,14 @@ TEST(Fbank, SixReferenceSettingsOnBothScalings) {
       const at::Tensor expected = json_tensor(c[scaling]["data"]).view({c[scaling]["shape"][0], c[scaling]["shape"][1]});
       const at::Tensor got = fbank(reference_waveform(std::string(scaling) == "unit"), o);
       ASSERT_EQ(got.sizes(), expected.sizes()) << name << " " << scaling;
-      EXPECT_LE((got.to(at::kDouble) - expected).abs().max().item<double>(), 1e-4) << name << " " << scaling;
+      // fbank's FFT (data/frame_fft.h) is not LibTorch's, so the two round differently where a
+      // bin's power is at float32's noise floor: torchaudio's own float32 features are up to 2.2e-4
+      // from its float64 ones on these cases (case c; a narrow low mel bin 17 nepers under the
+      // frame's peak), and wavetrain's are as far, on other bins. The mean error is what a wrong
+      // step would move: it is about 1e-6 (about 4e-8 with LibTorch's FFT).
+      const at::Tensor error = (got.to(at::kDouble) - expected).abs();
+      EXPECT_LE(error.max().item<double>(), 4e-4) << name << " " << scaling;
+      EXPECT_LE(error.mean().item<double>(), 5e-6) << name << " " << scaling;
       ++checked;
     }
   }
