@@ -338,9 +338,10 @@ at::Tensor fbank(const at::Tensor& waveform_in, const FbankOptions& o, std::opti
     std::vector<float> power(static_cast<size_t>(fft_bins * kGroup), 0.0f);
     std::vector<double> energy(static_cast<size_t>(kBlock));
     float sums[kGroup];
-    // A power-of-two frame (the default, 512) takes the 8-frame FFT; others LibTorch's, a block at once.
+    // A power-of-two frame (the default, 512) takes the 8-frame FFT where it runs vectorised;
+    // otherwise LibTorch's FFT, a block at once.
     std::optional<FrameFft<float>> fft;
-    if (FrameFft<float>::supports(padded)) fft.emplace(padded);
+    if (FrameFft<float>::supports(padded) && frame_fft_vectorised()) fft.emplace(padded);
     for (int64_t begin = first; begin < last; begin += kBlock) {
       const int64_t count = std::min(kBlock, last - begin);
       for (int64_t f = 0; f < count; ++f)

@@ -202,6 +202,7 @@ void power_dispatch(const Plan<float>& p, const float* const* rows, float* power
   else power_baseline(p, rows, power);
 }
 #else
+bool use_avx2() { return false; }
 void power_dispatch(const Plan<float>& p, const float* const* rows, float* power) { power_impl(p, rows, power); }
 #endif
 void power_dispatch(const Plan<double>& p, const double* const* rows, double* power) { power_impl(p, rows, power); }
@@ -255,6 +256,8 @@ void FrameFft<T>::spectrum(const T* const* rows, T* re, T* im) {
 
 template class FrameFft<float>;
 template class FrameFft<double>;
+
+bool frame_fft_vectorised() { return use_avx2(); }
 
 namespace detail {
 void force_baseline_frame_fft(bool on) { forced_baseline = on; }

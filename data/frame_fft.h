@@ -47,6 +47,12 @@ class FrameFft {
 extern template class FrameFft<float>;
 extern template class FrameFft<double>;
 
+// Whether the float transform runs its AVX2 + FMA build here (an x86-64 CPU with both, and the
+// baseline not forced). Only then is it faster than LibTorch's FFT, and fbank takes it. The
+// baseline build (SSE2) gathers its 8 lanes through the stack and was 2.5x slower than pocketfft;
+// elsewhere (ARM) its speed is unmeasured. Either still computes the same transform (tests).
+bool frame_fft_vectorised();
+
 namespace detail {
 // Tests: run the baseline-ISA build of the transform even where the CPU has AVX2 and FMA.
 void force_baseline_frame_fft(bool on);

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "data/fbank.h"
+#include "data/frame_fft.h"
 #include "tests/reference_json.h"
 
 namespace wavetrain::data {
@@ -250,6 +251,25 @@ TEST(Fbank, BatchedEqualsOneByOne) {
   o.num_mel_bins = 80;
   const std::vector<at::Tensor> batch = fbank(waves, o);
   for (size_t i = 0; i < waves.size(); ++i) EXPECT_TRUE(at::equal(batch[i], fbank(waves[i], o))) << i;
+}
+
+// fbank's two FFT paths: the 8-frame FFT (where it runs vectorised) and LibTorch's (elsewhere, and
+// for frames that are not a power of two). They round differently, as far apart as the reference
+// test allows each to be from torchaudio.
+TEST(Fbank, TheEightFrameFftAndLibTorchsGiveTheSameFeatures) {
+  if (!frame_fft_vectorised()) GTEST_SKIP() << "no AVX2 + FMA here: fbank uses LibTorch's FFT only";
+  const at::Tensor x = reference_waveform(false);
+  FbankOptions o;
+  o.num_mel_bins = 80;
+  const at::Tensor ours = fbank(x, o);
+  detail::force_baseline_frame_fft(true);
+  EXPECT_FALSE(frame_fft_vectorised());
+  const at::Tensor libtorch = fbank(x, o);
+  detail::force_baseline_frame_fft(false);
+  const at::Tensor difference = (ours - libtorch).abs();
+  EXPECT_GT(difference.max().item<double>(), 0.0) << "the paths should round differently: is the 8-frame FFT in use?";
+  EXPECT_LE(difference.max().item<double>(), 4e-4);
+  EXPECT_LE(difference.mean().item<double>(), 5e-6);
 }
 
 TEST(SpecAugment, MasksAreBoundedAndSeeded) {
