@@ -41,7 +41,8 @@ void run_devices(const DevicesOptions& opt) {
     j["chosen"] = choice.device.str();
     j["warnings"] = choice.warnings;
     j["threads"] = {{"intra_op", threads.intra_op}, {"inter_op", threads.inter_op}, {"source", threads.source},
-                    {"omp_wait_policy", threads.omp_wait_policy}, {"usable_cores", usable_cpu_count()}};
+                    {"omp_wait_policy", threads.omp_wait_policy}, {"usable_cores", usable_cpu_count()},
+                    {"openblas_threads", threads.openblas_threads}};
     std::cout << j.dump(2) << "\n";
     return;
   }

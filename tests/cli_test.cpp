@@ -44,6 +44,10 @@ TEST(Cli, DefaultThreadsAreTheUsableCoresWithPassiveWaiting) {
   EXPECT_EQ(j["threads"]["inter_op"], 1);
   EXPECT_EQ(j["threads"]["source"], "usable cores");
   EXPECT_EQ(j["threads"]["omp_wait_policy"], "PASSIVE");
+  // OpenBLAS (the Debian build's BLAS) multiplies in the calling thread; -1 where it is MKL.
+  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) {
+    EXPECT_EQ(j["threads"]["openblas_threads"], wavetrain::openblas_threads() < 0 ? -1 : 1);
+  }
 }
 
 TEST(Cli, OpenMpRuntimeSeesThePassiveDefaultAtItsStart) {

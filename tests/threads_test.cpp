@@ -77,6 +77,29 @@ TEST(ThreadSettings, ConfigureAppliesToAten) {
   EXPECT_EQ(s.inter_op, 1);
 }
 
+// Where LibTorch multiplies with OpenBLAS (the Debian build), its pool is made serial unless the
+// user sized it with OPENBLAS_NUM_THREADS.
+TEST(ThreadSettings, OpenBlasMultipliesInTheCallingThreadUnlessTheUserSizedIt) {
+  if (openblas_threads() < 0) GTEST_SKIP() << "LibTorch here multiplies with MKL, not OpenBLAS";
+  const int intra_op = current_thread_settings().intra_op;
+  const char* original = std::getenv("OPENBLAS_NUM_THREADS");
+  const std::string saved = original ? original : "";
+  unsetenv("OPENBLAS_NUM_THREADS");
+  set_openblas_threads(2);
+  ThreadSettings s = configure_threads(intra_op);
+  EXPECT_EQ(openblas_threads(), 1);
+  EXPECT_EQ(s.openblas_threads, 1);
+  setenv("OPENBLAS_NUM_THREADS", "2", 1);
+  set_openblas_threads(2);
+  const int users = openblas_threads();  // 2, or fewer where OpenBLAS caps it at the cores
+  s = configure_threads(intra_op);
+  EXPECT_EQ(openblas_threads(), users);
+  EXPECT_EQ(s.openblas_threads, users);
+  if (original) setenv("OPENBLAS_NUM_THREADS", saved.c_str(), 1);
+  else unsetenv("OPENBLAS_NUM_THREADS");
+  configure_threads(intra_op);
+}
+
 TEST(ThreadSettings, SubnormalsAreFlushed) {
   // Tensor ops, not scalar expressions: the compiler may move those across the calls that change
   // the floating-point control register, since it does not model it.

@@ -125,6 +125,7 @@ std::vector<BackendInfo> describe_backends(const Availability& a) {
     d << usable_cpu_count() << " usable cores, " << threads.intra_op << " intra-op thread"
       << (threads.intra_op == 1 ? "" : "s") << " (" << threads.source << "), OMP_WAIT_POLICY="
       << (threads.omp_wait_policy.empty() ? "(unset)" : threads.omp_wait_policy);
+    if (threads.openblas_threads >= 0) d << ", OpenBLAS " << threads.openblas_threads << " thread" << (threads.openblas_threads == 1 ? "" : "s");
     rows.push_back({"cpu", true, true, d.str()});
   }
 

@@ -1,6 +1,8 @@
 // Batch parts trained at once (parallel_parts.h).
 #include "trainer/parallel_parts.h"
 
+#include "trainer/threads.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -9,7 +11,6 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <c10/core/GradMode.h>
 
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <cmath>
@@ -52,18 +53,15 @@ void run_parts_in_parallel(int64_t parts, const std::function<void(int64_t part)
   // OpenBLAS's pthread build (Debian's LibTorch multiplies matrices with it) keeps its own thread
   // pool and does not see OpenMP's nesting: inside this region, each part's product would wake the
   // whole pool, and the parts' products would queue for it (the step ran 1.3x slower than unsplit).
-  // One thread makes it multiply in the calling thread. Found at run time: the pip build uses MKL.
+  // One thread makes it multiply in the calling thread. configure_threads() already leaves it at 1
+  // unless the user set OPENBLAS_NUM_THREADS (trainer/threads.h).
   struct OpenBlasSerial {
-    using Set = void (*)(int);
-    using Get = int (*)();
-    Set set = reinterpret_cast<Set>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
-    Get get = reinterpret_cast<Get>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
-    int was = set && get ? get() : 0;
+    int was = openblas_threads();
     OpenBlasSerial() {
-      if (was > 1) set(1);
+      if (was > 1) set_openblas_threads(1);
     }
     ~OpenBlasSerial() {
-      if (was > 1) set(was);
+      if (was > 1) set_openblas_threads(was);
     }
   } openblas_serial;
   std::exception_ptr error;

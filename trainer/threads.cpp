@@ -1,6 +1,7 @@
 // CPU thread policy; see threads.h for the rules and docs/threads.md for the measurements.
 #include "trainer/threads.h"
 
+#include <dlfcn.h>
 #include <sched.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -111,7 +112,22 @@ bool keep_freed_memory() {
 #endif
 }
 
+// OpenBLAS's thread-count functions, if LibTorch's BLAS is OpenBLAS.
+using OpenBlasSet = void (*)(int);
+using OpenBlasGet = int (*)();
+OpenBlasSet openblas_set() { return reinterpret_cast<OpenBlasSet>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")); }
+OpenBlasGet openblas_get() { return reinterpret_cast<OpenBlasGet>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads")); }
+
 }  // namespace
+
+int openblas_threads() {
+  const OpenBlasGet get = openblas_get();
+  return get && openblas_set() ? get() : -1;
+}
+
+void set_openblas_threads(int n) {
+  if (const OpenBlasSet set = openblas_set(); set && openblas_get()) set(n);
+}
 
 ThreadSettings configure_threads(std::optional<int> config_threads) {
   ThreadSettings s = choose_thread_settings(std::getenv("WAVETRAIN_THREADS"), config_threads, usable_cpu_count(),
@@ -130,6 +146,9 @@ ThreadSettings configure_threads(std::optional<int> config_threads) {
     s.inter_op = g_applied->inter_op;
   }
   at::set_num_threads(s.intra_op);
+  const char* user_blas = std::getenv("OPENBLAS_NUM_THREADS");
+  if (user_blas == nullptr || *user_blas == '\0') set_openblas_threads(1);  // else the user's say
+  s.openblas_threads = openblas_threads();
   g_applied = s;
   return s;
 }
@@ -141,6 +160,7 @@ ThreadSettings current_thread_settings() {
   s.intra_op = at::get_num_threads();
   s.inter_op = at::get_num_interop_threads();  // reading it does not start the pool
   s.source = "LibTorch default";
+  s.openblas_threads = openblas_threads();
   const char* policy = std::getenv("OMP_WAIT_POLICY");
   s.omp_wait_policy = policy ? policy : "";
   return s;

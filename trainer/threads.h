@@ -19,6 +19,13 @@
 // page faulted in and zeroed: the MRSTFT loss at 4 x 65536 ran in 40 ms instead of 66, the pruned
 // RNN-T pipeline in 30 instead of 40, the ASR step in one part in 117 instead of 135
 // (docs/threads.md). The peak memory is unchanged; the process keeps it until it exits.
+//
+// OpenBLAS multiplies in the calling thread (1 thread), unless the user set OPENBLAS_NUM_THREADS.
+// Its pthread build (Debian's LibTorch multiplies matrices with it; the pip wheels use MKL) keeps a
+// pool of its own beside OpenMP's, sized to every core whatever the intra-op count. Its threads
+// spin after each product while OpenMP's run the next operator on the same cores: at 2 threads
+// the ASR step in one part took 870 ms instead of 558, rnnt_loss_simple 44 ms instead of 21, and at
+// 1 thread it used a second core it was not given (docs/threads.md).
 #pragma once
 
 #include <optional>
@@ -37,7 +44,13 @@ struct ThreadSettings {
   std::string omp_wait_policy;  // as the process saw it at start; empty when unset
   bool flush_denormal = false;  // whether this CPU flushes subnormals (FTZ/DAZ) for us
   bool keeps_freed_memory = false;  // glibc's thresholds raised (false: the user's tunables, or not glibc)
+  int openblas_threads = -1;        // OpenBLAS's thread count after configuring; -1 without OpenBLAS
 };
+
+// OpenBLAS's own thread count, or -1 where LibTorch does not multiply with OpenBLAS (looked up at
+// run time: the Debian build does, the pip build uses MKL). The setter does nothing without it.
+int openblas_threads();
+void set_openblas_threads(int n);
 
 // Cores this process may run on: the affinity mask, capped by a cgroup v2 cpu.max quota.
 int usable_cpu_count();
