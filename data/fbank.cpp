@@ -116,9 +116,8 @@ void record_frame_stages(float* x, float mean, const FbankOptions& o, const floa
 // fbank runs them: in one forward pass from the frame's samples `s`, where they lie, into `x`,
 // the FFT's input row, whose zero padding it also writes. Each s[j] - mean is computed twice (for
 // x[j] and x[j+1]); the same operation on the same operands gives the same float, and the pass needs
-// no copy of the frame and no backward loop. The flags are 0/1 in a float, not branches, where
-// that keeps the loop one vectorised pass. Returns the log energy (raw, or after the window) when
-// o.use_energy, else 0.
+// no copy of the frame and no backward loop. Returns the log energy (raw, or after the window)
+// when o.use_energy, else 0.
 double frame_for_fft(const float* __restrict s, float mean, const FbankOptions& o, const float* __restrict window,
                      float* __restrict x) {
   const int64_t size = o.window_size(), padded = o.padded_window_size();
