@@ -16,7 +16,8 @@ struct Plan {
   int64_t m;
   const int64_t* reverse;
   const T *twiddle_re, *twiddle_im, *post_re, *post_im;
-  T *re, *im;
+  T *re, *im;               // the transform's work arrays, [m][8]
+  T *packed_re, *packed_im;  // the inverse's packed input, [m][8]
 };
 
 // 8 lanes as one value: GCC's vector extension makes each operation on it one AVX instruction
@@ -42,20 +43,42 @@ using Unaligned = typename LanesOf<T>::unaligned;
 #define WT_LOAD(T, p) (*reinterpret_cast<const Unaligned<T>*>(p))
 #define WT_STORE(T, p, v) (*reinterpret_cast<Unaligned<T>*>(p) = (v))
 
-// Z = the m-point DFT of z[t] = rows[.][2t] + i rows[.][2t+1], into plan.re / plan.im [m][8].
+// The lanes' complex input z[t] = rows[l][2t] + i rows[l][2t+1], each sample times window[j] when
+// there is a window (the product rounded first, as at::stft's frames are).
 template <typename T>
-inline __attribute__((always_inline)) void complex_fft(const Plan<T>& p, const T* const* rows) {
-  using V = Lanes<T>;
-  const int64_t m = p.m;
-  T* re = p.re;
-  T* im = p.im;
-  // The lanes' complex values at z[t] of every row (rows[l][2t], rows[l][2t+1]).
-  auto gather = [&](int64_t t, V& r, V& i) __attribute__((always_inline)) {
+struct RowGather {
+  const T* const* rows;
+  const T* window;  // n values, or null
+  inline __attribute__((always_inline)) void operator()(int64_t t, Lanes<T>& r, Lanes<T>& i) const {
     for (int64_t l = 0; l < L; ++l) {
       r[l] = rows[l][2 * t];
       i[l] = rows[l][2 * t + 1];
     }
-  };
+    if (window) {
+      r *= window[2 * t];
+      i *= window[2 * t + 1];
+    }
+  }
+};
+
+// z[t] already in lanes, [m][8] each (the inverse transform's packed input).
+template <typename T>
+struct LaneGather {
+  const T *re, *im;
+  inline __attribute__((always_inline)) void operator()(int64_t t, Lanes<T>& r, Lanes<T>& i) const {
+    r = WT_LOAD(T, re + t * L);
+    i = WT_LOAD(T, im + t * L);
+  }
+};
+
+// Z = the m-point DFT of z (gather(t, re, im) gives z[t] of the 8 lanes), into plan.re / plan.im
+// [m][8].
+template <typename T, typename Gather>
+inline __attribute__((always_inline)) void complex_fft(const Plan<T>& p, const Gather& gather) {
+  using V = Lanes<T>;
+  const int64_t m = p.m;
+  T* re = p.re;
+  T* im = p.im;
   // Passes over the [m][8] arrays are bound by their stores (a 256-bit store takes two cycles on
   // this 2-core EPYC), so each pass does two radix-2 stages: a load pass, then pairs of stages.
   int64_t len = 4;  // the next stage's length
@@ -178,34 +201,111 @@ inline __attribute__((always_inline)) void untangle(const Plan<T>& p, Out&& out)
 
 template <typename T>
 inline __attribute__((always_inline)) void power_impl(const Plan<T>& p, const T* const* rows, T* power) {
-  complex_fft(p, rows);
+  complex_fft(p, RowGather<T>{rows, nullptr});
   untangle(p, [&](int64_t k, const Lanes<T>& xr, const Lanes<T>& xi) __attribute__((always_inline)) {
     WT_STORE(T, power + k * L, xr * xr + xi * xi);
   });
 }
 
+template <typename T>
+inline __attribute__((always_inline)) void spectrum_impl(const Plan<T>& p, const T* const* rows, const T* window, T* re,
+                                                         T* im) {
+  complex_fft(p, RowGather<T>{rows, window});
+  untangle(p, [&](int64_t k, const Lanes<T>& xr, const Lanes<T>& xi) __attribute__((always_inline)) {
+    WT_STORE(T, re + k * L, xr);
+    WT_STORE(T, im + k * L, xi);
+  });
+}
+
+// The inverse, x[j] = sum over all n bins of X[k] e^{2 pi i j k / n}, run backwards through the
+// forward's steps. With A = X[k], B = X[m-k] and W = e^{-2 pi i k / n} as in untangle,
+// 2E = A + conj B and 2 W O = A - conj B, so Z'[k] = 2 (E + i O) = P + i Q with P = A + conj B and
+// Q = (A - conj B) conj W; at m-k the same values give Z'[m-k] = conj P + i conj Q. Then
+// z[t] = sum_k Z'[k] e^{2 pi i t k / m} (the unscaled inverse; 2 = n / m) is x[2t] + i x[2t+1].
+// The inverse DFT is taken as the conjugate of the forward DFT of conj Z', so Z' is stored
+// conjugated, and the result's imaginary part negated. Edges: at k = 0, with only the real parts
+// a0 of X[0] and am of X[m] (the imaginary parts of a real signal's edge bins are 0, and irfft
+// ignores them too), Z'[0] = (a0 + am) + i (a0 - am); at k = m/2, A = B and conj W = i, so
+// Z'[m/2] = 2 conj A.
+template <typename T>
+inline __attribute__((always_inline)) void inverse_impl(const Plan<T>& p, const T* re_in, const T* im_in, T* out) {
+  using V = Lanes<T>;
+  const int64_t m = p.m;
+  T* zr = p.packed_re;  // conj Z', [m][8]
+  T* zi = p.packed_im;
+  {
+    const V a0 = WT_LOAD(T, re_in), am = WT_LOAD(T, re_in + m * L);
+    WT_STORE(T, zr, a0 + am);
+    WT_STORE(T, zi, am - a0);
+  }
+  for (int64_t k = 1; k < m / 2; ++k) {
+    const T wr = p.post_re[k], wi = p.post_im[k];
+    const V ar = WT_LOAD(T, re_in + k * L), ai = WT_LOAD(T, im_in + k * L);
+    const V br = WT_LOAD(T, re_in + (m - k) * L), bi = WT_LOAD(T, im_in + (m - k) * L);
+    const V pr = ar + br, pi = ai - bi, dr = ar - br, di = ai + bi;
+    const V qr = dr * wr + di * wi, qi = di * wr - dr * wi;  // (A - conj B) conj W
+    WT_STORE(T, zr + k * L, pr - qi);
+    WT_STORE(T, zi + k * L, -(pi + qr));
+    WT_STORE(T, zr + (m - k) * L, pr + qi);
+    WT_STORE(T, zi + (m - k) * L, pi - qr);
+  }
+  {
+    const V ar = WT_LOAD(T, re_in + (m / 2) * L), ai = WT_LOAD(T, im_in + (m / 2) * L);
+    WT_STORE(T, zr + (m / 2) * L, ar + ar);
+    WT_STORE(T, zi + (m / 2) * L, ai + ai);
+  }
+  complex_fft(p, LaneGather<T>{zr, zi});
+  for (int64_t t = 0; t < m; ++t) {
+    WT_STORE(T, out + 2 * t * L, WT_LOAD(T, p.re + t * L));
+    WT_STORE(T, out + (2 * t + 1) * L, -WT_LOAD(T, p.im + t * L));
+  }
+}
+
 bool forced_baseline = false;
 
-// The float transform compiled for the baseline ISA and for AVX2 + FMA (as losses/vector_math.h
+// The float transforms compiled for the baseline ISA and for AVX2 + FMA (as losses/vector_math.h
 // does for its kernels); each call takes the one the CPU has.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-__attribute__((target("avx2,fma"))) void power_avx2_fma(const Plan<float>& p, const float* const* rows, float* power) {
-  power_impl(p, rows, power);
+#define WT_AVX2 __attribute__((target("avx2,fma")))
+WT_AVX2 void power_avx2_fma(const Plan<float>& p, const float* const* rows, float* power) { power_impl(p, rows, power); }
+WT_AVX2 void spectrum_avx2_fma(const Plan<float>& p, const float* const* rows, const float* window, float* re, float* im) {
+  spectrum_impl(p, rows, window, re, im);
 }
-void power_baseline(const Plan<float>& p, const float* const* rows, float* power) { power_impl(p, rows, power); }
+WT_AVX2 void inverse_avx2_fma(const Plan<float>& p, const float* re, const float* im, float* out) {
+  inverse_impl(p, re, im, out);
+}
+#undef WT_AVX2
 bool use_avx2() {
   static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return has && !forced_baseline;
 }
-void power_dispatch(const Plan<float>& p, const float* const* rows, float* power) {
-  if (use_avx2()) power_avx2_fma(p, rows, power);
-  else power_baseline(p, rows, power);
-}
+#define WT_IF_AVX2(call) \
+  if (use_avx2()) return call
 #else
 bool use_avx2() { return false; }
-void power_dispatch(const Plan<float>& p, const float* const* rows, float* power) { power_impl(p, rows, power); }
+#define WT_IF_AVX2(call)
 #endif
+
+void power_dispatch(const Plan<float>& p, const float* const* rows, float* power) {
+  WT_IF_AVX2(power_avx2_fma(p, rows, power));
+  power_impl(p, rows, power);
+}
+void spectrum_dispatch(const Plan<float>& p, const float* const* rows, const float* window, float* re, float* im) {
+  WT_IF_AVX2(spectrum_avx2_fma(p, rows, window, re, im));
+  spectrum_impl(p, rows, window, re, im);
+}
+void inverse_dispatch(const Plan<float>& p, const float* re, const float* im, float* out) {
+  WT_IF_AVX2(inverse_avx2_fma(p, re, im, out));
+  inverse_impl(p, re, im, out);
+}
+#undef WT_IF_AVX2
 void power_dispatch(const Plan<double>& p, const double* const* rows, double* power) { power_impl(p, rows, power); }
+void spectrum_dispatch(const Plan<double>& p, const double* const* rows, const double* window, double* re, double* im) {
+  spectrum_impl(p, rows, window, re, im);
+}
+void inverse_dispatch(const Plan<double>& p, const double* re, const double* im, double* out) {
+  inverse_impl(p, re, im, out);
+}
 
 }  // namespace
 
@@ -235,22 +335,33 @@ FrameFft<T>::FrameFft(int64_t n) : n_(n), m_(n / 2) {
   im_.resize(static_cast<size_t>(m_ * L));
 }
 
+// The members as the transforms take them.
+#define WT_PLAN                                                                                             \
+  Plan<T> {                                                                                                 \
+    m_, reverse_.data(), twiddle_re_.data(), twiddle_im_.data(), post_re_.data(), post_im_.data(), re_.data(), \
+        im_.data(), packed_re_.data(), packed_im_.data()                                                    \
+  }
+
 template <typename T>
 void FrameFft<T>::power(const T* const* rows, T* power) {
-  const Plan<T> p{m_, reverse_.data(), twiddle_re_.data(), twiddle_im_.data(), post_re_.data(), post_im_.data(), re_.data(), im_.data()};
-  power_dispatch(p, rows, power);
+  power_dispatch(WT_PLAN, rows, power);
 }
 
 template <typename T>
-void FrameFft<T>::spectrum(const T* const* rows, T* re, T* im) {
-  const Plan<T> p{m_, reverse_.data(), twiddle_re_.data(), twiddle_im_.data(), post_re_.data(), post_im_.data(), re_.data(), im_.data()};
-  complex_fft(p, rows);
-  untangle(p, [&](int64_t k, const Lanes<T>& xr, const Lanes<T>& xi) {
-    WT_STORE(T, re + k * L, xr);
-    WT_STORE(T, im + k * L, xi);
-  });
+void FrameFft<T>::spectrum(const T* const* rows, const T* window, T* re, T* im) {
+  spectrum_dispatch(WT_PLAN, rows, window, re, im);
 }
 
+template <typename T>
+void FrameFft<T>::inverse(const T* re, const T* im, T* out) {
+  if (packed_re_.empty()) {  // only transforms that run the inverse need its buffers
+    packed_re_.resize(static_cast<size_t>(m_ * L));
+    packed_im_.resize(static_cast<size_t>(m_ * L));
+  }
+  inverse_dispatch(WT_PLAN, re, im, out);
+}
+
+#undef WT_PLAN
 #undef WT_LOAD
 #undef WT_STORE
 

@@ -1,6 +1,6 @@
-// The 8-frame real FFT behind fbank (data/frame_fft.h) against LibTorch's at::fft_rfft: in float64
-// to 1e-12 of the spectrum's largest value, and in float32 (fbank's) within 2x LibTorch's own
-// float32 error, in both the AVX2 + FMA and the baseline-ISA build.
+// The 8-frame real FFT behind fbank and the STFT losses (data/frame_fft.h) against LibTorch's
+// at::fft_rfft and at::fft_irfft: in float64 to 1e-12 of the largest value, and in float32 within
+// 2x LibTorch's own float32 error, in both the AVX2 + FMA and the baseline-ISA build.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -30,7 +30,7 @@ TEST(FrameFft, EqualsLibTorchsRealFftInFloat64ForEveryLane) {
     const int64_t bins = fft.bins();
     ASSERT_EQ(bins, n / 2 + 1);
     std::vector<double> re(static_cast<size_t>(bins * L)), im(re.size()), power(re.size());
-    fft.spectrum(rows.data(), re.data(), im.data());
+    fft.spectrum(rows.data(), nullptr, re.data(), im.data());
     fft.power(rows.data(), power.data());
     const double scale = at::abs(expected).max().item<double>();
     for (int64_t l = 0; l < L; ++l) {
@@ -63,6 +63,81 @@ TEST(FrameFft, Float32WithinLibTorchsOwnErrorInBothBuilds) {
         const double error = (got[l] - truth[std::min<int64_t>(l, 4)]).abs().max().item<double>() / scale;
         EXPECT_LE(error, std::max(2 * libtorch_error, 1e-7)) << n << " lane " << l << (baseline ? " baseline" : " avx2");
       }
+    }
+  }
+  detail::force_baseline_frame_fft(false);
+}
+
+// Lane l of an [n][8] array, and lanes of a [8][n] tensor as [n][8] (the transform's layout).
+std::vector<double> lanes_of(const at::Tensor& rows) {
+  const at::Tensor t = rows.t().contiguous().to(at::kDouble);
+  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+}
+
+TEST(FrameFft, WindowedSpectrumEqualsLibTorchsOnTheProductInFloat64) {
+  at::manual_seed(6);
+  for (int64_t n : {4, 16, 512}) {
+    const at::Tensor x = at::randn({L, n}, at::kDouble), window = at::rand({n}, at::kDouble);
+    const at::Tensor expected = at::fft_rfft(x * window, n, 1);
+    std::vector<const double*> rows;
+    for (int64_t l = 0; l < L; ++l) rows.push_back(x[l].data_ptr<double>());
+    FrameFft<double> fft(n);
+    std::vector<double> re(static_cast<size_t>(fft.bins() * L)), im(re.size());
+    fft.spectrum(rows.data(), window.data_ptr<double>(), re.data(), im.data());
+    const double scale = at::abs(expected).max().item<double>();
+    for (int64_t l = 0; l < L; ++l) {
+      EXPECT_LE((lane(re, fft.bins(), l) - at::real(expected[l])).abs().max().item<double>(), 1e-12 * scale) << n << " lane " << l;
+      EXPECT_LE((lane(im, fft.bins(), l) - at::imag(expected[l])).abs().max().item<double>(), 1e-12 * scale) << n << " lane " << l;
+    }
+  }
+}
+
+// Any half spectrum, imaginary parts of the edge bins included (irfft ignores them; so must we).
+TEST(FrameFft, InverseEqualsLibTorchsIrfftInFloat64ForEveryLane) {
+  at::manual_seed(7);
+  for (int64_t n : {4, 8, 16, 32, 256, 512, 1024, 2048}) {
+    const int64_t bins = n / 2 + 1;
+    const at::Tensor re = at::randn({L, bins}, at::kDouble), im = at::randn({L, bins}, at::kDouble);
+    const at::Tensor expected = at::fft_irfft(at::complex(re, im), n, 1, "forward");  // [8][n]
+    const std::vector<double> re_lanes = lanes_of(re), im_lanes = lanes_of(im);
+    FrameFft<double> fft(n);
+    std::vector<double> out(static_cast<size_t>(n * L));
+    fft.inverse(re_lanes.data(), im_lanes.data(), out.data());
+    const double scale = expected.abs().max().item<double>();
+    for (int64_t l = 0; l < L; ++l)
+      EXPECT_LE((lane(out, n, l) - expected[l]).abs().max().item<double>(), 1e-12 * scale) << n << " lane " << l;
+    // Round trip: the inverse of the forward is n x.
+    const at::Tensor x = at::randn({L, n}, at::kDouble);
+    std::vector<const double*> rows;
+    for (int64_t l = 0; l < L; ++l) rows.push_back(x[l].data_ptr<double>());
+    std::vector<double> xr(static_cast<size_t>(bins * L)), xi(xr.size());
+    fft.spectrum(rows.data(), nullptr, xr.data(), xi.data());
+    fft.inverse(xr.data(), xi.data(), out.data());
+    for (int64_t l = 0; l < L; ++l)
+      EXPECT_LE((lane(out, n, l) / static_cast<double>(n) - x[l]).abs().max().item<double>(), 1e-12 * x.abs().max().item<double>())
+          << n << " lane " << l;
+  }
+}
+
+TEST(FrameFft, Float32InverseWithinLibTorchsOwnErrorInBothBuilds) {
+  at::manual_seed(8);
+  for (bool baseline : {false, true}) {
+    detail::force_baseline_frame_fft(baseline);
+    for (int64_t n : {8, 512, 2048}) {
+      const int64_t bins = n / 2 + 1;
+      // A gradient's scale: spectra of unit noise over n.
+      const at::Tensor z = at::fft_rfft(at::randn({L, n}, at::kFloat), n, 1) / static_cast<double>(n);
+      const at::Tensor truth = at::fft_irfft(z.to(at::kComplexDouble), n, 1, "forward");
+      const double scale = truth.abs().max().item<double>();
+      const double libtorch_error = (at::fft_irfft(z, n, 1, "forward").to(at::kDouble) - truth).abs().max().item<double>() / scale;
+      const at::Tensor re = at::real(z).t().contiguous(), im = at::imag(z).t().contiguous();  // [bins][8]
+      FrameFft<float> fft(n);
+      std::vector<float> out(static_cast<size_t>(n * L));
+      fft.inverse(re.data_ptr<float>(), im.data_ptr<float>(), out.data());
+      const at::Tensor got = at::from_blob(out.data(), {n, L}, at::kFloat).t().to(at::kDouble);
+      ASSERT_EQ(re.size(0), bins);
+      const double error = (got - truth).abs().max().item<double>() / scale;
+      EXPECT_LE(error, std::max(2 * libtorch_error, 1e-7)) << n << (baseline ? " baseline" : " avx2");
     }
   }
   detail::force_baseline_frame_fft(false);
