@@ -13,7 +13,9 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "data/frame_fft.h"
 #include "losses/loss_common.h"
 #include "losses/stft_loss_cpu.h"
 
@@ -168,14 +170,66 @@ at::Tensor frame_window(const FrameLayout& f, const at::TensorOptions& options) 
 }
 
 // The one-sided spectra of `signals` [items][samples], complex [items][frames][bins], frame-major.
-// The frames and the transform are those of at::stft (same products, same FFT call per frame), so
-// the spectra equal at::stft's bit for bit: the gradient of the log-magnitude term is badly
+// With LibTorch's FFT, the frames and the transform are those of at::stft (same products, same FFT
+// call per frame), so the spectra equal at::stft's bit for bit, and the float32 gradient equals
+// auraloss's to 1e-5. That needs the same spectra: the gradient of the log-magnitude term is badly
 // conditioned where a bin is near zero (a 1e-7 change of the input moves the float64 gradient by
-// ~3e-4 relative), and only the same spectra give auraloss's float32 gradient to 1e-5.
+// ~3e-4 relative; auraloss's own float32 gradient is 1e-4 to 8e-4 from its float64 one).
+//
+// float32 on the CPU takes data::FrameFft instead where its AVX2 build runs (frame_fft_path), 8
+// frames of an item at once: 1.4-1.9x pocketfft and 1.1x MKL on these sizes (docs/data.md), the
+// frames read in place from the padded signal and windowed as they load. Its spectra round
+// differently from at::stft's, so its float32 gradient is not auraloss's float32 gradient; it is
+// as far from the float64 one as that is (tests/stft_loss_test.cpp, EightFrameFft...).
+bool frame_fft_path(const at::Tensor& t, const FrameLayout& f) {
+  return t.device().is_cpu() && t.scalar_type() == at::kFloat && data::frame_fft_vectorised() &&
+         data::FrameFft<float>::supports(f.n);
+}
+
+// signal [samples] reflect-padded by `pad` on both sides into out [samples + 2 pad] (as
+// at::reflection_pad1d: out[j] = signal[pad - j] for j < pad, the mirror at the end likewise).
+void reflect_pad(const float* signal, int64_t samples, int64_t pad, float* out) {
+  for (int64_t j = 0; j < pad; ++j) out[j] = signal[pad - j];
+  std::copy(signal, signal + samples, out + pad);
+  for (int64_t j = 0; j < pad; ++j) out[pad + samples + j] = signal[samples - 2 - j];
+}
+
+void frame_spectra_by_8(const at::Tensor& signals, const FrameLayout& f, const at::Tensor& spectra) {
+  const int64_t items = signals.size(0), samples = signals.size(1), L = data::kFrameFftLanes;
+  const at::Tensor window = frame_window(f, signals.options());
+  const float* w = window.data_ptr<float>();
+  const float* in = signals.data_ptr<float>();
+  float* out = reinterpret_cast<float*>(spectra.data_ptr());  // [items][frames][bins][re, im]
+  at::parallel_for(0, items, 1, [&](int64_t begin, int64_t end) {
+    data::FrameFft<float> fft(f.n);
+    std::vector<float> padded(static_cast<size_t>(samples + 2 * f.pad)), re(static_cast<size_t>(f.bins * L)), im(re.size());
+    const float* rows[data::kFrameFftLanes];
+    for (int64_t item = begin; item < end; ++item) {
+      reflect_pad(in + item * samples, samples, f.pad, padded.data());
+      for (int64_t first = 0; first < f.frames; first += L) {
+        const int64_t lanes = std::min(L, f.frames - first);
+        for (int64_t l = 0; l < L; ++l) rows[l] = padded.data() + (first + std::min(l, lanes - 1)) * f.hop;
+        fft.spectrum(rows, w, re.data(), im.data());
+        for (int64_t l = 0; l < lanes; ++l) {
+          float* o = out + 2 * (item * f.frames + first + l) * f.bins;
+          for (int64_t k = 0; k < f.bins; ++k) {
+            o[2 * k] = re[static_cast<size_t>(k * L + l)];
+            o[2 * k + 1] = im[static_cast<size_t>(k * L + l)];
+          }
+        }
+      }
+    }
+  });
+}
+
 at::Tensor frame_spectra(const at::Tensor& signals, const FrameLayout& f) {
   const int64_t items = signals.size(0);
   const at::Tensor window = frame_window(f, signals.options());
   const at::Tensor spectra = at::empty({items, f.frames, f.bins}, signals.options().dtype(c10::toComplexType(signals.scalar_type())));
+  if (frame_fft_path(signals, f)) {
+    frame_spectra_by_8(signals.contiguous(), f, spectra);
+    return spectra;
+  }
   const int64_t item_bytes = f.frames * f.n * signals.element_size();
   for_item_chunks(signals.device(), items, item_bytes, [&](int64_t begin, int64_t end) {
     const at::Tensor padded = at::reflection_pad1d(signals.narrow(0, begin, end - begin), {f.pad, f.pad});
@@ -202,10 +256,56 @@ at::Tensor clamped_magnitude(const at::Tensor& spectra, double eps) {
 // of the two edge bins, which have no effect on a real signal either): with the inner bins halved
 // that is the sum. The frames are then overlap-added, and the reflect padding folded back onto the
 // samples it copied.
+//
+// signal_gradient_by_8 is the same by data::FrameFft's inverse, 8 frames at once (frame_fft_path).
+void signal_gradient_by_8(const at::Tensor& z, const FrameLayout& f, const at::Tensor& window, const at::Tensor& out) {
+  const int64_t items = z.size(0), samples = out.size(1), L = data::kFrameFftLanes;
+  const float* zp = reinterpret_cast<const float*>(z.data_ptr());  // [items][frames][bins][re, im]
+  const float* w = window.data_ptr<float>();
+  float* g = out.data_ptr<float>();
+  at::parallel_for(0, items, 1, [&](int64_t begin, int64_t end) {
+    data::FrameFft<float> fft(f.n);
+    // Lanes past an item's last frame keep the previous group's values: each lane is its own
+    // transform, and those lanes' outputs are not used.
+    std::vector<float> re(static_cast<size_t>(f.bins * L)), im(re.size()), frames(static_cast<size_t>(f.n * L));
+    std::vector<float> padded(static_cast<size_t>(samples + 2 * f.pad));
+    for (int64_t item = begin; item < end; ++item) {
+      std::fill(padded.begin(), padded.end(), 0.0f);
+      for (int64_t first = 0; first < f.frames; first += L) {
+        const int64_t lanes = std::min(L, f.frames - first);
+        for (int64_t l = 0; l < lanes; ++l) {
+          const float* zi = zp + 2 * (item * f.frames + first + l) * f.bins;
+          for (int64_t k = 0; k < f.bins; ++k) {
+            re[static_cast<size_t>(k * L + l)] = zi[2 * k];
+            im[static_cast<size_t>(k * L + l)] = zi[2 * k + 1];
+          }
+        }
+        fft.inverse(re.data(), im.data(), frames.data());
+        for (int64_t l = 0; l < lanes; ++l) {  // overlap-add of the windowed part
+          float* a = padded.data() + (first + l) * f.hop + f.left;
+          const float* x = frames.data() + f.left * L + l;
+          for (int64_t j = 0; j < f.win; ++j) a[j] += w[j] * x[j * L];
+        }
+      }
+      // The padding folded back: padded[j] = signal[pad - j] for j < pad, and
+      // padded[pad + samples + j] = signal[samples - 2 - j].
+      float* gi = g + item * samples;
+      std::copy(padded.begin() + f.pad, padded.begin() + f.pad + samples, gi);
+      for (int64_t j = 0; j < f.pad; ++j) gi[1 + j] += padded[static_cast<size_t>(f.pad - 1 - j)];
+      for (int64_t j = 0; j < f.pad; ++j)
+        gi[samples - 1 - f.pad + j] += padded[static_cast<size_t>(2 * f.pad + samples - 1 - j)];
+    }
+  });
+}
+
 at::Tensor signal_gradient(const at::Tensor& z, const FrameLayout& f, int64_t samples) {
   const int64_t items = z.size(0);
   const at::Tensor window = hann_window(f.win, at::real(z).options());
   const at::Tensor out = at::empty({items, samples}, window.options());
+  if (frame_fft_path(out, f)) {
+    signal_gradient_by_8(z.contiguous(), f, window, out);
+    return out;
+  }
   // Overlap-add in blocks of `hop` samples: block j of frame m lands in output block m + j.
   const int64_t blocks = (f.win + f.hop - 1) / f.hop;
   const int64_t length = std::max(f.left + (f.frames + blocks) * f.hop, samples + 2 * f.pad);

@@ -15,6 +15,7 @@
 #include <tuple>
 #include <nlohmann/json.hpp>
 
+#include "data/frame_fft.h"
 #include "losses/audio_losses.h"
 
 namespace wavetrain::losses {
@@ -48,6 +49,15 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name(); }
 class AudioLossReference : public ::testing::TestWithParam<Case> {};
 
 #define EXPECT_REL(actual, expected, tol) EXPECT_NEAR(actual, expected, (tol) * std::abs(expected))
+
+// ||a - b|| / ||b||.
+double l2_distance(const at::Tensor& a, const at::Tensor& b) { return ((a - b).norm() / b.norm()).item<double>(); }
+
+at::Tensor mrstft_gradient(const MultiResolutionStftLoss& mrstft, const at::Tensor& pred, const at::Tensor& target) {
+  const at::Tensor p = pred.clone().requires_grad_(true);
+  mrstft(p, target).backward();
+  return p.grad();
+}
 
 TEST_P(AudioLossReference, MatchesAuralossAndNam) {
   const Case param = GetParam();
@@ -90,11 +100,27 @@ TEST_P(AudioLossReference, MatchesAuralossAndNam) {
   if (!vectors_torch) return;  // the gradients: see above
 
   // The gradient of the MRSTFT loss with respect to the prediction.
-  const at::Tensor p = pred.clone().requires_grad_(true);
-  mrstft(p, target).backward();
   const at::Tensor expected = read_h5(c.name() + "_grad_pred").to(c.dtype);
-  EXPECT_REL(p.grad().norm().item<double>(), ref["grad_pred_l2norm"].get<double>(), c.tolerance);
-  EXPECT_LE(((p.grad() - expected).norm() / expected.norm()).item<double>(), c.tolerance);  // relative L2
+  if (c.dtype == at::kFloat) {
+    // float32 on a CPU with AVX2 takes data::FrameFft, which rounds unlike at::stft's FFT: near-zero
+    // bins make the log-magnitude gradient so ill-conditioned that auraloss's own float32 gradient
+    // is 7.6e-4 (randn) and 9.4e-5 (close) from its float64 one (relative L2). That gradient is held
+    // to auraloss's float64 one within 5x auraloss's float32 error (one draw of a heavy-tailed ratio:
+    // stft_loss_test's EightFrameFftWithinLibTorchsFloat32Error; here 1.0x and 2.3x); LibTorch's FFT
+    // (forced here, as a CPU without AVX2 runs) still gives auraloss's float32 gradient to 1e-5.
+    const at::Tensor truth = read_h5(c.input + "_f64_grad_pred");
+    const double theirs = l2_distance(expected.to(at::kDouble), truth);
+    EXPECT_LE(l2_distance(mrstft_gradient(mrstft, pred, target).to(at::kDouble), truth), 5 * theirs) << "auraloss's: " << theirs;
+    data::detail::force_baseline_frame_fft(true);
+    const at::Tensor exact = mrstft_gradient(mrstft, pred, target);
+    data::detail::force_baseline_frame_fft(false);
+    EXPECT_REL(exact.norm().item<double>(), ref["grad_pred_l2norm"].get<double>(), c.tolerance);
+    EXPECT_LE(l2_distance(exact, expected), c.tolerance);
+  } else {
+    const at::Tensor g = mrstft_gradient(mrstft, pred, target);
+    EXPECT_REL(g.norm().item<double>(), ref["grad_pred_l2norm"].get<double>(), c.tolerance);
+    EXPECT_LE(l2_distance(g, expected), c.tolerance);
+  }
 
   // The autograd form (the phase path) gives the same gradient.
   const at::Tensor q = pred.clone().requires_grad_(true);
@@ -258,12 +284,23 @@ TEST(AudioLosses, MrstftMatchesAuralossLiveOnFreshInputs) {
                                                    {"f64", at::kDouble, 1e-10}}) {
       const std::string what = prefix + " seed " + std::to_string(seed);
       const at::Tensor pred = read_h5(prefix + "_pred", path).to(dtype), target = read_h5(prefix + "_target", path).to(dtype);
+      // float32 with AVX2 takes data::FrameFft: forced off here for the exact comparison, and
+      // held to auraloss's float64 gradient within 5x auraloss's own float32 error below (as in
+      // MatchesAuralossAndNam).
+      data::detail::force_baseline_frame_fft(true);
       const at::Tensor p = pred.clone().requires_grad_(true);
       const at::Tensor loss = mrstft(p, target);
       loss.backward();
+      data::detail::force_baseline_frame_fft(false);
       EXPECT_REL(loss.item<double>(), read_h5(prefix + "_loss", path).item<double>(), tolerance) << what;
       const at::Tensor expected = read_h5(prefix + "_grad", path).to(dtype);
-      EXPECT_LE(((p.grad() - expected).norm() / expected.norm()).item<double>(), tolerance) << what;  // relative L2
+      EXPECT_LE(l2_distance(p.grad(), expected), tolerance) << what;
+      if (dtype == at::kFloat) {
+        const at::Tensor truth = read_h5("f64_grad", path);
+        const double theirs = l2_distance(expected.to(at::kDouble), truth);
+        EXPECT_LE(l2_distance(mrstft_gradient(mrstft, pred, target).to(at::kDouble), truth), 5 * theirs)
+            << what << ": auraloss's float32 error " << theirs;
+      }
     }
     std::remove(path.c_str());
   }
