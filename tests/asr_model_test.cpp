@@ -8,6 +8,7 @@
 #include "experiments/asr/conformer.h"
 #include "experiments/asr/decode.h"
 #include "experiments/asr/transducer.h"
+#include "experiments/asr/transducer_loss.h"
 #include "experiments/asr/wer.h"
 
 namespace asr = wavetrain::experiments::asr;
@@ -155,4 +156,41 @@ TEST(AsrModel, PrunedLossWarmUpFollowsIcefall) {
   EXPECT_DOUBLE_EQ(at_step(2000).second, 1.0);
   EXPECT_DOUBLE_EQ(at_step(5000).first, 0.5);
   EXPECT_DOUBLE_EQ(asr::loss_scales(0, 0, 0.5).first, 0.5);  // no warm-up
+}
+
+// CTC places each token on a frame of its own and a blank between repeats, so an utterance with
+// more tokens than that fits has an infinite CTC loss; ATen's backward then gives it NaN gradients
+// even where the loss is masked out (one such utterance made every weight of a recipe run NaN). The
+// CTC term of such an utterance is 0 with a zero gradient, and it still trains the transducer, which
+// emits any number of symbols per frame.
+TEST(AsrModel, AnUtteranceTooLongForCtcKeepsEveryGradientFinite) {
+  asr::TransducerConfig c = asr::transducer_preset("tiny");
+  c.vocab_size = 12;
+  c.encoder.num_layers = 1;
+  c.ctc_head = true;
+  at::manual_seed(21);
+  asr::Transducer m(c);
+  const at::Tensor enc = at::randn({2, 6, c.encoder.d_model}).requires_grad_(true);
+  const at::Tensor frames = at::tensor({6, 6}, at::kLong);
+  // Utterance 0: 4 tokens in 6 frames. Utterance 1: 8 tokens, more than its 6 frames hold.
+  const at::Tensor tokens = at::tensor({3, 5, 7, 2, 0, 0, 0, 0, 4, 4, 9, 1, 6, 6, 8, 2}, at::kLong).view({2, 8});
+  const at::Tensor counts = at::tensor({4, 8}, at::kLong);
+  asr::TransducerLossOptions o;
+  o.ctc_scale = 0.2;
+  const asr::TransducerLoss l = asr::transducer_loss(*m, enc, frames, tokens, counts, o);
+  EXPECT_EQ(l.nonfinite, 0);
+  EXPECT_EQ(l.frames, 12.0);
+  ASSERT_TRUE(l.ctc.defined());
+  (l.simple + l.pruned + o.ctc_scale * l.ctc).backward();
+  EXPECT_TRUE(at::isfinite(enc.grad()).all().item<bool>());
+  for (const auto& p : m->named_parameters()) {
+    if (!p.value().grad().defined()) continue;
+    EXPECT_TRUE(at::isfinite(p.value().grad()).all().item<bool>()) << p.key();
+  }
+  // The CTC term is utterance 0's alone; the transducer losses are both utterances'.
+  const asr::TransducerLoss first = asr::transducer_loss(*m, enc.narrow(0, 0, 1), frames.narrow(0, 0, 1), tokens.narrow(0, 0, 1),
+                                                         counts.narrow(0, 0, 1), o);
+  EXPECT_NEAR(l.ctc.item<double>(), first.ctc.item<double>(), 1e-5 * first.ctc.item<double>());
+  EXPECT_GT(first.ctc.item<double>(), 0.0);
+  EXPECT_GT(l.pruned.item<double>(), first.pruned.item<double>() + 1.0);
 }

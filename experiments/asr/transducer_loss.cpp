@@ -41,7 +41,12 @@ TransducerLoss transducer_loss(TransducerImpl& model, const at::Tensor& encoder_
   at::Tensor ctc;
   if (options.ctc_scale > 0) {
     const at::Tensor log_probs = at::log_softmax(model.ctc(enc), -1).transpose(0, 1);  // [T][B][V]
-    ctc = at::ctc_loss(log_probs, tokens, frames, counts, 0, at::Reduction::None, false);
+    // zero_infinity: an utterance with more tokens than CTC can place in its frames (each token a
+    // frame, a blank between repeats) has an infinite CTC loss, and without it ATen's backward gives
+    // that utterance NaN gradients even where its loss is masked out below: one such utterance made
+    // every weight NaN at step 1,250 of a recipe run. With it the loss and its gradient are 0 there,
+    // and the utterance still trains the transducer, which has no such limit.
+    ctc = at::ctc_loss(log_probs, tokens, frames, counts, 0, at::Reduction::None, /*zero_infinity=*/true);
     finite = finite.logical_and(at::isfinite(ctc));
   }
   const auto kept = [&](const at::Tensor& per_utterance) { return at::where(finite, per_utterance, at::zeros_like(per_utterance)).sum(); };
