@@ -217,6 +217,24 @@ TEST(Trainer, NonFiniteLossesStopOrAreSkipped) {
   EXPECT_GE(r.global_step, 1);
 }
 
+TEST(Trainer, NonFiniteGradientsWithAFiniteLossStopOrAreSkipped) {
+  // Training item 5's batch gets a NaN gradient and a finite loss (toy_regression.nan_gradient_item).
+  const std::vector<std::string> poisoned = {"trainer.max_epochs=1", "+toy_regression.nan_gradient_item=5"};
+  try {
+    fit("nan_gradient_stop", poisoned);
+    FAIL() << "a NaN gradient did not stop the run";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("non-finite gradient at step "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("with a finite loss; set trainer.on_nonfinite=skip"), std::string::npos) << e.what();
+  }
+  std::vector<std::string> skip = poisoned;
+  skip.push_back("+trainer.on_nonfinite=skip");
+  TrainingState last;
+  const FitResult r = fit("nan_gradient_skip", skip, &last);
+  EXPECT_EQ(r.global_step, 31);  // 32 batches, the one holding item 5 skipped
+  for (const auto& [name, weight] : last.model) EXPECT_TRUE(at::isfinite(weight).all().item<bool>()) << name;
+}
+
 TEST(Trainer, EarlyStoppingAndMaxTime) {
   const FitResult stopped = fit("early", {"trainer.max_epochs=10", "+trainer.early_stopping={monitor:val/mse,patience:1,"
                                                                    "min_delta:10.0,mode:min}"});

@@ -7,6 +7,7 @@
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "trainer/task.h"
@@ -23,6 +24,9 @@ class ToyRegression : public Task {
     const int64_t val_size = cfg.get_int("toy_regression.val_size", 256);
     const int64_t hidden = cfg.get_int("toy_regression.hidden", 32);
     const double noise = cfg.get_float("toy_regression.noise", 0.0);
+    // For the tests of trainer.on_nonfinite: a batch holding this training item gets a NaN gradient
+    // while its loss stays finite (as an operator's backward can at a point its forward handles).
+    nan_gradient_item_ = cfg.get_int("toy_regression.nan_gradient_item", -1);
     if (train_size < 1 || val_size < 1 || hidden < 1)
       throw config::ConfigError("toy_regression: train_size, val_size and hidden must be >= 1");
     // Checked before anything is allocated (the sizes were once passed straight to LibTorch, which
@@ -63,8 +67,10 @@ class ToyRegression : public Task {
   at::Tensor forward(const Batch& batch) override { return model_->forward(batch.input); }
 
   at::Tensor loss(const at::Tensor& prediction, const Batch& batch, Metrics& logged) override {
-    const at::Tensor l = at::mse_loss(prediction.to(at::kFloat), batch.target);
+    at::Tensor l = at::mse_loss(prediction.to(at::kFloat), batch.target);
     logged.emplace_back("train/mse", l.item<double>());
+    if (std::find(batch.indices.begin(), batch.indices.end(), nan_gradient_item_) != batch.indices.end())
+      l = l + at::sqrt(prediction.to(at::kFloat).sum() * 0);  // adds 0; its gradient is inf x 0 = NaN
     return l;
   }
 
@@ -77,6 +83,7 @@ class ToyRegression : public Task {
  private:
   at::Tensor train_x_, train_y_, val_x_, val_y_;
   torch::nn::Sequential model_{nullptr};
+  int64_t nan_gradient_item_ = -1;
 };
 
 }  // namespace

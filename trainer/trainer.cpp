@@ -260,6 +260,20 @@ class FitLoop {
       ++skipped_steps_;
       return false;
     }
+    // A finite loss can still come with a non-finite gradient (an operator's backward at a point its
+    // forward handles: ATen's CTC loss of an utterance too long for its frames, masked out of the
+    // loss, gave NaN gradients). One such step makes every weight NaN, and the run would go on
+    // without learning. The gradient scaler checks for itself; without it, the gradients are checked
+    // here (after DDP's averaging, so every rank decides alike) and on_nonfinite applies.
+    if (!scaler_.enabled() && !gradients_finite()) {
+      const std::string where = "non-finite gradient at step " + std::to_string(ctx_.step) + " (epoch " +
+                                std::to_string(ctx_.epoch) + ", batch " + std::to_string(ctx_.batch_in_epoch - 1) +
+                                ") with a finite loss";
+      if (o_.on_nonfinite == "stop") throw std::runtime_error(where + "; set trainer.on_nonfinite=skip to skip such steps");
+      ctx_.log("warning: " + where + ": step skipped");
+      ++skipped_steps_;
+      return false;
+    }
     if (o_.clip > 0) {
       scaler_.unscale_(*optimizer_);  // clip the true gradients, not the scaled ones
       if (o_.clip_algorithm == "norm") torch::nn::utils::clip_grad_norm_(model_.parameters(), o_.clip);
@@ -270,6 +284,17 @@ class FitLoop {
     ++ctx_.step;
     if (scheduler_.options().interval == "step") scheduler_.step(*optimizer_);
     return true;
+  }
+
+  // Whether every gradient is finite, with one read from the device for all of them.
+  bool gradients_finite() {
+    at::Tensor all;
+    for (const at::Tensor& p : model_.parameters()) {
+      if (!p.grad().defined()) continue;
+      const at::Tensor finite = at::isfinite(p.grad()).all();
+      all = all.defined() ? all.logical_and(finite) : finite;
+    }
+    return !all.defined() || all.item<bool>();
   }
 
   // Validation over the split (each batch weighted as the task says), logged, then the callbacks'
