@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -94,10 +95,12 @@ TEST(StftLossGradient, ThreadsGiveTheSameResult) {
 // transforms; elsewhere, and in float64, LibTorch's FFT. Both float32 paths are held to the float64
 // result. The loss: within 2x LibTorch's float32 error (or 1e-6). The gradient: its float32 error
 // is heavy-tailed, dominated by a few bins where |X| is near |Y| or near 0 (the log-magnitude term's
-// sign(log X - log Y) / X), so one draw says little: over 8 draws per size the geometric mean of
-// (FrameFft's error / LibTorch's) must be <= 1.6 and no draw's ratio above 8. Measured over 20
-// draws: 1.24, 1.01 and 0.80 at 512, 1024 and 2048, the largest single ratio 4.3. Frame counts that
-// are and are not multiples of 8; a non-power-of-two size and a hop longer than the window too.
+// sign(log X - log Y) / X), so one draw says little: over 16 draws per size the geometric mean of
+// (FrameFft's error / LibTorch's) must be <= 1.6, and each draw's error below 1e-2 (a wrong
+// transform is off by O(1)). Measured over 20 draws, against pocketfft (LibTorch 1.13) and MKL
+// (2.11): 1.24 and 1.22 at 512, 1.01 and 0.89 at 1024, 0.80 and 0.75 at 2048; single draws' ratios
+// reach 10 (a draw where LibTorch's error happens to be small). Frame counts that are and are not
+// multiples of 8; a non-power-of-two size and a hop longer than the window too.
 TEST(StftLossGradient, EightFrameFftWithinLibTorchsFloat32Error) {
   if (!data::frame_fft_vectorised()) GTEST_SKIP() << "no AVX2 + FMA here: the STFT losses use LibTorch's FFT only";
   at::manual_seed(12);
@@ -108,7 +111,7 @@ TEST(StftLossGradient, EightFrameFftWithinLibTorchsFloat32Error) {
   };
   for (const auto& [name, o] : cases) {
     double log_ratios = 0;
-    const int draws = 8;
+    const int draws = 16;
     for (int draw = 0; draw < draws; ++draw) {
       const int64_t samples = draw % 2 == 0 ? 8192 : 4000;
       const at::Tensor target = at::randn({3, samples}), pred = target + 0.3 * at::randn({3, samples});
@@ -125,11 +128,15 @@ TEST(StftLossGradient, EightFrameFftWithinLibTorchsFloat32Error) {
       const bool applies = data::FrameFft<float>::supports(o.fft_size);
       EXPECT_EQ(at::equal(ours.grad, libtorch.grad), !applies) << what;
       if (!applies) continue;
-      const double ratio = relative_l2(ours.grad.to(at::kDouble), truth.grad) / relative_l2(libtorch.grad.to(at::kDouble), truth.grad);
-      EXPECT_LE(ratio, 8.0) << what;
-      log_ratios += std::log(ratio);
+      const double error = relative_l2(ours.grad.to(at::kDouble), truth.grad);
+      EXPECT_LE(error, 1e-2) << what;  // a wrong transform is off by O(1)
+      log_ratios += std::log(error / relative_l2(libtorch.grad.to(at::kDouble), truth.grad));
     }
-    EXPECT_LE(std::exp(log_ratios / draws), 1.6) << name;
+    if (!data::FrameFft<float>::supports(o.fft_size)) continue;
+    const double geometric_mean = std::exp(log_ratios / draws);
+    EXPECT_LE(geometric_mean, 1.6) << name;
+    std::printf("%s: FrameFft's float32 gradient error / LibTorch's, geometric mean of %d draws: %.2f\n", name.c_str(), draws,
+                geometric_mean);
   }
 }
 

@@ -126,7 +126,7 @@ class FitLoop {
       }
       result_.global_step = ctx_.step;
       result_.interrupted_by = ctx_.interrupted_by;
-      if (skipped_steps_ > 0) ctx_.log(std::to_string(skipped_steps_) + " steps skipped for non-finite losses");
+      if (skipped_steps_ > 0) ctx_.log(std::to_string(skipped_steps_) + " steps skipped for non-finite losses or gradients");
       if (task_->prefetch_batches() && ctx_.step > ctx_.start_step) {
         char line[160];
         std::snprintf(line, sizeof line, "data: the training loop waited %.2f s for batches (%.1f%% of %.1f s)",
