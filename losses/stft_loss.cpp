@@ -177,7 +177,7 @@ at::Tensor frame_window(const FrameLayout& f, const at::TensorOptions& options) 
 // ~3e-4 relative; auraloss's own float32 gradient is 1e-4 to 8e-4 from its float64 one).
 //
 // float32 on the CPU takes data::FrameFft instead where its AVX2 build runs (frame_fft_path), 8
-// frames of an item at once: 1.4-1.9x pocketfft and 1.1x MKL on these sizes (docs/data.md), the
+// frames of an item at once: 1.4-1.9x pocketfft and 0.95-1.13x MKL on these sizes (docs/data.md), the
 // frames read in place from the padded signal and windowed as they load. Its spectra round
 // differently from at::stft's, so its float32 gradient is not auraloss's float32 gradient; it is
 // as far from the float64 one as that is (tests/stft_loss_test.cpp, EightFrameFft...).

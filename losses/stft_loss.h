@@ -8,8 +8,8 @@
 // the CPU the per-bin work is one fused loop and the FFTs of different items run on different
 // threads; in float32, where the CPU has AVX2, the FFTs are data::FrameFft's (8 frames at once),
 // whose float32 gradient is as accurate as auraloss's but not bitwise equal to it (stft_loss.cpp,
-// frame_spectra). Differentiating at::stft instead (its as_strided backward, a c2c inverse FFT, a backward
-// per elementwise op) was no faster than Python. The autograd form is kept for the phase term
+// frame_spectra). Differentiating at::stft instead (its as_strided backward, a c2c inverse FFT,
+// a backward per elementwise op) was no faster than Python. The autograd form is kept for the phase term
 // (w_phs > 0) and for a target that requires a gradient, and tests compare the two.
 // docs/losses.md has the measurements.
 #pragma once
