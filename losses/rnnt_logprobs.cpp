@@ -46,6 +46,17 @@ struct SymbolLogprobs : public torch::autograd::Function<SymbolLogprobs> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& lm,
                                                 const at::Tensor& am, const at::Tensor& symbols, int64_t blank) {
     const int64_t B = am.size(0), T = am.size(1), S = symbols.size(1);
+    ctx->saved_data["blank"] = blank;
+    if (am.device().is_cpu() && lm.device().is_cpu()) {  // one fused pass per item (rnnt_logprobs_cpu.cpp)
+      const at::Tensor lm_c = lm.contiguous(), am_c = am.contiguous(), y = symbols.contiguous();
+      const int64_t S1 = lm.size(1), C = am.size(2);
+      at::Tensor p_lm = at::empty({B, S1, C}, am.options()), p_am = at::empty({B, T, C}, am.options());
+      at::Tensor z = at::empty({B, S1, T}, am.options());
+      at::Tensor px = at::empty({B, S, T}, am.options()), py = at::empty({B, S1, T}, am.options());
+      symbol_logprobs_forward_cpu(lm_c, am_c, y, blank, p_lm, p_am, z, px, py);
+      ctx->save_for_backward({p_lm, p_am, z, y});
+      return {px, py};
+    }
     const double tiny = am.scalar_type() == at::kDouble ? std::numeric_limits<double>::min()
                                                         : std::numeric_limits<float>::min();
     const at::Tensor am_max = std::get<0>(am.max(2, true)), lm_max = std::get<0>(lm.max(2, true));
@@ -57,7 +68,6 @@ struct SymbolLogprobs : public torch::autograd::Function<SymbolLogprobs> {
     const at::Tensor px = am_symbols + lm_symbols - normalizers.narrow(1, 0, S);
     const at::Tensor py = am.select(2, blank).unsqueeze(1) + lm.select(2, blank).unsqueeze(2) - normalizers;
     ctx->save_for_backward({p_lm, p_am, z, symbols});
-    ctx->saved_data["blank"] = blank;
     return {px, py};
   }
 
@@ -69,6 +79,11 @@ struct SymbolLogprobs : public torch::autograd::Function<SymbolLogprobs> {
     const int64_t B = p_am.size(0), T = p_am.size(1), S = symbols.size(1);
     const at::Tensor gpx = grads[0].defined() ? grads[0] : at::zeros({B, S, T}, z.options());
     const at::Tensor gpy = grads[1].defined() ? grads[1] : at::zeros_like(z);
+    if (z.device().is_cpu()) {
+      at::Tensor g_lm = at::empty_like(p_lm), g_am = at::empty_like(p_am);
+      symbol_logprobs_backward_cpu(p_lm, p_am, z, symbols, blank, gpx.contiguous(), gpy.contiguous(), g_lm, g_am);
+      return {g_lm, g_am, at::Tensor(), at::Tensor()};
+    }
     at::Tensor g_n = gpy.neg();  // dL/dN
     g_n.narrow(1, 0, S).sub_(gpx);
     const at::Tensor w = g_n.div_(z);

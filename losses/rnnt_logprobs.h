@@ -33,6 +33,15 @@ std::pair<at::Tensor, at::Tensor> pruned_logprobs(const at::Tensor& logits, cons
 // took 7% of the pruned pipeline.
 at::Tensor pick_rows(const at::Tensor& lm, const at::Tensor& rows);
 
+// The CPU kernels of symbol_logprobs (rnnt_logprobs_cpu.cpp), every tensor contiguous, items in
+// parallel. Forward fills p_lm [B][S+1][C] and p_am [B][T][C] (exp(x - row max)),
+// z [B][S+1][T] = p_lm p_am^T + tiny, px and py; backward fills g_lm and g_am from them.
+void symbol_logprobs_forward_cpu(const at::Tensor& lm, const at::Tensor& am, const at::Tensor& symbols, int64_t blank,
+                                 at::Tensor& p_lm, at::Tensor& p_am, at::Tensor& z, at::Tensor& px, at::Tensor& py);
+void symbol_logprobs_backward_cpu(const at::Tensor& p_lm, const at::Tensor& p_am, const at::Tensor& z,
+                                  const at::Tensor& symbols, int64_t blank, const at::Tensor& gpx, const at::Tensor& gpy,
+                                  at::Tensor& g_lm, at::Tensor& g_am);
+
 // The CPU rows of pruned_logprobs (rnnt_logprobs_cpu.cpp): forward fills lse, px, py [rows];
 // backward fills grad [rows][C] from gpx, gpy [rows]. logits contiguous float32/float64.
 void pruned_logprobs_forward_cpu(const at::Tensor& logits, const at::Tensor& symbols, int64_t blank, at::Tensor& lse,

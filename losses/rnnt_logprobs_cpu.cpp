@@ -1,11 +1,15 @@
-// CPU rows of the pruned log-probabilities (rnnt_logprobs.h): per row of C logits, the
-// log-sum-exp and the two picked entries; backward softmax(row) * -(gpx + gpy) plus the picked
-// entries' own gradients. exp is the vectorisable one from vector_math.h (arguments are <= 0
-// after subtracting the row maximum); sums run in 8 fixed lanes so that they vectorise too.
+// CPU kernels of the RNN-T log-probabilities (rnnt_logprobs.h).
+// - The pruned rows: per row of C logits, the log-sum-exp and the two picked entries; backward
+//   softmax(row) * -(gpx + gpy) plus the picked entries' own gradients.
+// - The simple loss's lattice: per item, the exponentials of lm's and am's rows, their product
+//   and everything elementwise around it, with the items in parallel.
+// exp is the vectorisable one from vector_math.h (arguments are <= 0 after subtracting the row
+// maximum); sums and maxima run in 8 fixed lanes so that they vectorise too.
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 
 #include <cmath>
+#include <limits>
 
 #include "losses/rnnt_logprobs.h"
 #include "losses/vector_math.h"
@@ -39,6 +43,32 @@ inline void softmax_times_impl(const T* __restrict__ x, T lse, T g, T* __restric
   for (int64_t c = 0; c < n; ++c) out[c] = exp_nonpositive(x[c] - lse) * g;
 }
 
+// out = exp(x - max x), returning max x. A row whose maximum is -inf or NaN gives NaN (as
+// exp(x - x.max()) does in ATen).
+template <typename T>
+inline T row_max_exp_impl(const T* __restrict__ x, int64_t n, T* __restrict__ out) {
+  T lanes[8];
+  for (int l = 0; l < 8; ++l) lanes[l] = x[0];
+  int64_t c = 0;
+  for (; c + 8 <= n; c += 8)
+    for (int l = 0; l < 8; ++l) lanes[l] = x[c + l] > lanes[l] ? x[c + l] : lanes[l];
+  T m = lanes[0];
+  for (int l = 1; l < 8; ++l) m = lanes[l] > m ? lanes[l] : m;
+  for (; c < n; ++c) m = x[c] > m ? x[c] : m;
+  for (c = 0; c < n; ++c) out[c] = exp_nonpositive(x[c] - m);
+  return m;
+}
+
+// out *= x
+template <typename T>
+inline void multiply_into_impl(T* __restrict__ out, const T* __restrict__ x, int64_t n) {
+  for (int64_t c = 0; c < n; ++c) out[c] *= x[c];
+}
+
+WAVETRAIN_VECTOR_KERNEL(float, row_max_exp, (const float* x, int64_t n, float* out), (x, n, out))
+WAVETRAIN_VECTOR_KERNEL(double, row_max_exp, (const double* x, int64_t n, double* out), (x, n, out))
+WAVETRAIN_VECTOR_KERNEL(void, multiply_into, (float* out, const float* x, int64_t n), (out, x, n))
+WAVETRAIN_VECTOR_KERNEL(void, multiply_into, (double* out, const double* x, int64_t n), (out, x, n))
 WAVETRAIN_VECTOR_KERNEL(float, row_logsumexp, (const float* x, int64_t n), (x, n))
 WAVETRAIN_VECTOR_KERNEL(double, row_logsumexp, (const double* x, int64_t n), (x, n))
 WAVETRAIN_VECTOR_KERNEL(void, softmax_times, (const float* x, float lse, float g, float* out, int64_t n),
@@ -46,7 +76,102 @@ WAVETRAIN_VECTOR_KERNEL(void, softmax_times, (const float* x, float lse, float g
 WAVETRAIN_VECTOR_KERNEL(void, softmax_times, (const double* x, double lse, double g, double* out, int64_t n),
                         (x, lse, g, out, n))
 
+// Items [0, B) in parallel, each calling `item(b)`. An item's matrix products then run in its own
+// thread (the BLAS is serial inside a parallel region), which is what makes them parallel on the
+// Debian build, whose OpenBLAS multiplies in the calling thread (docs/threads.md). A single item
+// runs outside a parallel region, so its products may still use the BLAS's threads.
+template <typename F>
+void for_each_item(int64_t B, const F& item) {
+  if (B == 1) {
+    item(0);
+    return;
+  }
+  at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) item(b);
+  });
+}
+
 }  // namespace
+
+void symbol_logprobs_forward_cpu(const at::Tensor& lm, const at::Tensor& am, const at::Tensor& symbols, int64_t blank,
+                                 at::Tensor& p_lm, at::Tensor& p_am, at::Tensor& z, at::Tensor& px, at::Tensor& py) {
+  const int64_t B = am.size(0), T = am.size(1), C = am.size(2), S1 = lm.size(1), S = S1 - 1;
+  const int64_t* sym = symbols.data_ptr<int64_t>();
+  AT_DISPATCH_FLOATING_TYPES(am.scalar_type(), "symbol_logprobs_forward_cpu", [&] {
+    const scalar_t tiny = std::numeric_limits<scalar_t>::min();
+    const at::Tensor maxima = at::empty({B, S1 + T}, am.options());  // lm's rows, then am's
+    for_each_item(B, [&](int64_t b) {
+      const scalar_t* lm_b = lm.data_ptr<scalar_t>() + b * S1 * C;
+      const scalar_t* am_b = am.data_ptr<scalar_t>() + b * T * C;
+      scalar_t* lm_max = maxima.data_ptr<scalar_t>() + b * (S1 + T);
+      scalar_t* am_max = lm_max + S1;
+      scalar_t* plm = p_lm.data_ptr<scalar_t>() + b * S1 * C;
+      scalar_t* pam = p_am.data_ptr<scalar_t>() + b * T * C;
+      for (int64_t s = 0; s < S1; ++s) lm_max[s] = row_max_exp(lm_b + s * C, C, plm + s * C);
+      for (int64_t t = 0; t < T; ++t) am_max[t] = row_max_exp(am_b + t * C, C, pam + t * C);
+      at::Tensor z_b = z.select(0, b), py_b = py.select(0, b);
+      at::mm_out(z_b, p_lm.select(0, b), p_am.select(0, b).t());
+      z_b.add_(tiny);
+      at::log_out(py_b, z_b);  // log Z, overwritten below by py
+      scalar_t* pyb = py_b.data_ptr<scalar_t>();
+      scalar_t* pxb = px.data_ptr<scalar_t>() + b * S * T;
+      const int64_t* y = sym + b * S;
+      for (int64_t s = 0; s < S1; ++s) {
+        scalar_t* log_z = pyb + s * T;
+        const scalar_t blank_lm = lm_b[s * C + blank] - lm_max[s];
+        if (s < S) {
+          const int64_t ys = y[s];
+          const scalar_t symbol_lm = lm_b[s * C + ys] - lm_max[s];
+          for (int64_t t = 0; t < T; ++t)
+            pxb[s * T + t] = am_b[t * C + ys] + symbol_lm - (log_z[t] + am_max[t]);
+        }
+        for (int64_t t = 0; t < T; ++t) log_z[t] = am_b[t * C + blank] + blank_lm - (log_z[t] + am_max[t]);
+      }
+    });
+  });
+}
+
+void symbol_logprobs_backward_cpu(const at::Tensor& p_lm, const at::Tensor& p_am, const at::Tensor& z,
+                                  const at::Tensor& symbols, int64_t blank, const at::Tensor& gpx, const at::Tensor& gpy,
+                                  at::Tensor& g_lm, at::Tensor& g_am) {
+  const int64_t B = p_am.size(0), T = p_am.size(1), C = p_am.size(2), S1 = p_lm.size(1), S = S1 - 1;
+  const int64_t* sym = symbols.data_ptr<int64_t>();
+  AT_DISPATCH_FLOATING_TYPES(p_am.scalar_type(), "symbol_logprobs_backward_cpu", [&] {
+    const at::Tensor w = at::empty_like(z);  // dL/dN / Z
+    for_each_item(B, [&](int64_t b) {
+      const scalar_t* zb = z.data_ptr<scalar_t>() + b * S1 * T;
+      const scalar_t* gx = gpx.data_ptr<scalar_t>() + b * S * T;
+      const scalar_t* gy = gpy.data_ptr<scalar_t>() + b * S1 * T;
+      scalar_t* wb = w.data_ptr<scalar_t>() + b * S1 * T;
+      for (int64_t i = 0; i < S * T; ++i) wb[i] = -(gx[i] + gy[i]) / zb[i];
+      for (int64_t i = S * T; i < S1 * T; ++i) wb[i] = -gy[i] / zb[i];
+      at::Tensor g_lm_b = g_lm.select(0, b), g_am_b = g_am.select(0, b);
+      at::mm_out(g_lm_b, w.select(0, b), p_am.select(0, b));
+      at::mm_out(g_am_b, w.select(0, b).t(), p_lm.select(0, b));
+      scalar_t* glm = g_lm_b.data_ptr<scalar_t>();
+      scalar_t* gam = g_am_b.data_ptr<scalar_t>();
+      multiply_into(glm, p_lm.data_ptr<scalar_t>() + b * S1 * C, S1 * C);
+      multiply_into(gam, p_am.data_ptr<scalar_t>() + b * T * C, T * C);
+      // The direct terms: px[s][t] holds lm[s][y_s] and am[t][y_s], py[s][t] lm[s][blank] and
+      // am[t][blank], each with weight 1.
+      const int64_t* y = sym + b * S;
+      for (int64_t s = 0; s < S1; ++s) {
+        scalar_t row_y = 0, row_x = 0;
+        for (int64_t t = 0; t < T; ++t) {
+          row_y += gy[s * T + t];
+          gam[t * C + blank] += gy[s * T + t];
+        }
+        glm[s * C + blank] += row_y;
+        if (s == S) continue;
+        for (int64_t t = 0; t < T; ++t) {
+          row_x += gx[s * T + t];
+          gam[t * C + y[s]] += gx[s * T + t];
+        }
+        glm[s * C + y[s]] += row_x;
+      }
+    });
+  });
+}
 
 void pruned_logprobs_forward_cpu(const at::Tensor& logits, const at::Tensor& symbols, int64_t blank, at::Tensor& lse,
                                  at::Tensor& px, at::Tensor& py) {

@@ -11,6 +11,8 @@
 
 #include <cstdio>
 #include <functional>
+#include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -190,6 +192,37 @@ TEST(RnntLoss, MatchesTorchaudio) {
     ++cases_seen;
   }
   EXPECT_EQ(cases_seen, 3);
+}
+
+// The lattice's log-probabilities and their gradients against autograd of their definition
+// (px = am[t][y_s] + lm[s][y_s] - logsumexp(am[t] + lm[s]), likewise py with the blank), in
+// float64, on more items than threads, with rows far from 0 (the kernel takes each row's maximum
+// out) and one row of lm at -inf but its blank, so the loss is finite and that row's exp is 0.
+// The CPU kernel computes each item in its own thread; a mix-up between items would show here.
+TEST(RnntLoss, SymbolLogprobsEqualAutogradOfTheirDefinitionForEveryItem) {
+  at::manual_seed(5);
+  const int64_t B = 5, S = 7, T = 11, C = 13, blank = 2;
+  at::Tensor lm0 = at::randn({B, S + 1, C}, at::kDouble) * 4 + 30;
+  lm0[3][S].fill_(-std::numeric_limits<double>::infinity());
+  lm0[3][S][blank] = 1.0;
+  const at::Tensor am0 = at::randn({B, T, C}, at::kDouble) * 3 - 50;
+  const at::Tensor symbols = at::randint(0, C, {B, S}, at::kLong);
+  const at::Tensor lm = lm0.clone().requires_grad_(), am = am0.clone().requires_grad_();
+  const RnntLogprobs lp = get_rnnt_logprobs(lm, am, symbols, blank, std::nullopt, RnntType::kModified);
+  const at::Tensor lm_e = lm0.clone().requires_grad_(), am_e = am0.clone().requires_grad_();
+  const at::Tensor joint = lm_e.unsqueeze(2) + am_e.unsqueeze(1);  // [B][S+1][T][C]
+  const at::Tensor log_probs = joint - at::logsumexp(joint, 3, true);
+  const at::Tensor index = symbols.view({B, S, 1, 1}).expand({B, S, T, 1});
+  const at::Tensor px_e = at::gather(log_probs.narrow(1, 0, S), 3, index).squeeze(3);
+  const at::Tensor py_e = log_probs.select(3, blank);
+  EXPECT_LE(max_relative_error(lp.px, px_e), 1e-12);
+  EXPECT_LE(max_relative_error(lp.py, py_e), 1e-12);
+  // Weights for both outputs, so that every gradient term (products and direct terms) counts.
+  const at::Tensor wx = at::randn({B, S, T}, at::kDouble), wy = at::randn({B, S + 1, T}, at::kDouble);
+  ((lp.px * wx).sum() + (lp.py * wy).sum()).backward();
+  ((px_e * wx).sum() + (py_e * wy).sum()).backward();
+  EXPECT_LE(max_relative_error(lm.grad(), lm_e.grad()), 1e-10);
+  EXPECT_LE(max_relative_error(am.grad(), am_e.grad()), 1e-10);
 }
 
 TEST(RnntLoss, EmptyReferencesAreAllowed) {
