@@ -122,6 +122,35 @@ struct PrunedLogprobs : public torch::autograd::Function<PrunedLogprobs> {
   }
 };
 
+// The pruned rows put in place (rnnt_logprobs.h); CPU only.
+struct PrunedLogprobsPlaced : public torch::autograd::Function<PrunedLogprobsPlaced> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& logits_in,
+                                                const at::Tensor& symbols_in, const at::Tensor& shifts_in, int64_t S,
+                                                int64_t blank, bool extra_column) {
+    const at::Tensor logits = logits_in.contiguous(), symbols = symbols_in.contiguous(), shifts = shifts_in.contiguous();
+    const int64_t B = logits.size(0), T = logits.size(1);
+    const double neg_inf = -std::numeric_limits<double>::infinity();
+    at::Tensor lse = at::empty(symbols.sizes(), logits.options());
+    at::Tensor px = at::full({B, S, T + (extra_column ? 1 : 0)}, neg_inf, logits.options());
+    at::Tensor py = at::full({B, S + 1, T}, neg_inf, logits.options());
+    pruned_logprobs_placed_forward_cpu(logits, symbols, shifts, blank, lse, px, py);
+    ctx->save_for_backward({logits, symbols, shifts, lse});
+    ctx->saved_data["blank"] = blank;
+    return {px, py};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &logits = saved[0], &symbols = saved[1], &shifts = saved[2], &lse = saved[3];
+    // An output that did not reach the loss comes as zeros (autograd materialises them).
+    const at::Tensor gpx = grads[0].contiguous(), gpy = grads[1].contiguous();
+    at::Tensor grad = at::empty_like(logits);
+    pruned_logprobs_placed_backward_cpu(logits, symbols, shifts, ctx->saved_data["blank"].toInt(), lse, gpx, gpy, grad);
+    return {grad, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
 struct PickRows : public torch::autograd::Function<PickRows> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& lm, const at::Tensor& rows) {
     const int64_t B = lm.size(0), S1 = lm.size(1), C = lm.size(2), M = rows.size(1);
@@ -169,6 +198,13 @@ std::pair<at::Tensor, at::Tensor> pruned_logprobs(const at::Tensor& logits, cons
   }
   const at::Tensor lse = at::logsumexp(logits, 3);
   return {at::gather(logits, 3, symbols.unsqueeze(3)).squeeze(3) - lse, logits.select(3, blank) - lse};
+}
+
+std::pair<at::Tensor, at::Tensor> pruned_logprobs_placed(const at::Tensor& logits, const at::Tensor& symbols,
+                                                         const at::Tensor& shifts, int64_t S, int64_t blank,
+                                                         bool extra_column) {
+  const torch::autograd::variable_list out = PrunedLogprobsPlaced::apply(logits, symbols, shifts, S, blank, extra_column);
+  return {out[0], out[1]};
 }
 
 std::pair<at::Tensor, at::Tensor> symbol_logprobs(const at::Tensor& lm, const at::Tensor& am, const at::Tensor& symbols,

@@ -27,6 +27,18 @@ std::pair<at::Tensor, at::Tensor> symbol_logprobs(const at::Tensor& lm, const at
 // at (8, 300, 5, 500).
 std::pair<at::Tensor, at::Tensor> pruned_logprobs(const at::Tensor& logits, const at::Tensor& symbols, int64_t blank);
 
+// The same rows put in place in the lattice, on the CPU (the other devices use pruned_logprobs
+// and ATen's gathers): row r of (b, t) is symbol position s = shifts[b][t] + r (shifts [B][T]:
+// ranges[b][t][0]; the ranges are consecutive). Returns
+//   px [B][S][T + extra_column]: px[b][s][t] = that row's px for s < S, -inf where no row lies
+//                                (and in the extra column: regular RNN-T's "no symbol after T")
+//   py [B][S+1][T]:              likewise with the blank.
+// Differentiable in logits. One pass per row each way, where the gathers that placed the values
+// (a cat, a remainder and a gather per output, and their backwards) took 2 ms of the pruned loss.
+std::pair<at::Tensor, at::Tensor> pruned_logprobs_placed(const at::Tensor& logits, const at::Tensor& symbols,
+                                                         const at::Tensor& shifts, int64_t S, int64_t blank,
+                                                         bool extra_column);
+
 // lm [B][S1][C] rows picked by rows [B][M] (each in [0, S1)): out [B][M][C] = lm[b][rows[b][m]].
 // Differentiable in lm; on the CPU the backward adds each item's rows in a loop over its own
 // block (items in parallel), where index_select's backward (an index_add over all B * S1 rows)
@@ -48,5 +60,12 @@ void pruned_logprobs_forward_cpu(const at::Tensor& logits, const at::Tensor& sym
                                  at::Tensor& px, at::Tensor& py);
 void pruned_logprobs_backward_cpu(const at::Tensor& logits, const at::Tensor& symbols, int64_t blank,
                                   const at::Tensor& lse, const at::Tensor& gpx, const at::Tensor& gpy, at::Tensor& grad);
+// Their placed form: px, py (already -inf) get the rows' values at their lattice positions;
+// backward reads gpx, gpy there. shifts int64 [B][T], contiguous.
+void pruned_logprobs_placed_forward_cpu(const at::Tensor& logits, const at::Tensor& symbols, const at::Tensor& shifts,
+                                        int64_t blank, at::Tensor& lse, at::Tensor& px, at::Tensor& py);
+void pruned_logprobs_placed_backward_cpu(const at::Tensor& logits, const at::Tensor& symbols, const at::Tensor& shifts,
+                                         int64_t blank, const at::Tensor& lse, const at::Tensor& gpx,
+                                         const at::Tensor& gpy, at::Tensor& grad);
 
 }  // namespace wavetrain::losses::detail

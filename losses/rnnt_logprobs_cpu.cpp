@@ -17,20 +17,35 @@
 namespace wavetrain::losses::detail {
 namespace {
 
+// max(x[0 .. n)), n >= 1, ignoring NaN as `x > m ? x : m` does. The 8 lanes are a GCC vector:
+// written as 8 scalar lanes, this loop stayed scalar (8 vmaxss a step, half of the row's time).
+template <typename T>
+__attribute__((always_inline)) inline T row_max(const T* x, int64_t n) {
+  typedef T lanes8 __attribute__((vector_size(8 * sizeof(T)), aligned(alignof(T)), may_alias));
+  T m = x[0];
+  int64_t c = 0;
+  if (n >= 8) {
+    lanes8 v = *reinterpret_cast<const lanes8*>(x);
+    for (c = 8; c + 8 <= n; c += 8) {
+      const lanes8 y = *reinterpret_cast<const lanes8*>(x + c);
+      v = y > v ? y : v;
+    }
+    m = v[0];
+    for (int l = 1; l < 8; ++l) m = v[l] > m ? v[l] : m;
+  }
+  for (; c < n; ++c) m = x[c] > m ? x[c] : m;
+  return m;
+}
+
 template <typename T>
 inline T row_logsumexp_impl(const T* x, int64_t n) {
-  // Maximum and sum in 8 fixed lanes each, so that both loops vectorise.
+  // The sum in 8 fixed lanes, so that its loop vectorises.
+  const T m = row_max(x, n);
+  if (!(m > -std::numeric_limits<T>::infinity())) return m;  // all -inf (or NaN): as logsumexp
   T lanes[8];
-  for (int l = 0; l < 8; ++l) lanes[l] = x[0];
+  for (int l = 0; l < 8; ++l) lanes[l] = 0;
   int64_t c = 0;
   for (; c + 8 <= n; c += 8)
-    for (int l = 0; l < 8; ++l) lanes[l] = x[c + l] > lanes[l] ? x[c + l] : lanes[l];
-  T m = lanes[0];
-  for (int l = 1; l < 8; ++l) m = lanes[l] > m ? lanes[l] : m;
-  for (; c < n; ++c) m = x[c] > m ? x[c] : m;
-  if (!(m > -std::numeric_limits<T>::infinity())) return m;  // all -inf (or NaN): as logsumexp
-  for (int l = 0; l < 8; ++l) lanes[l] = 0;
-  for (c = 0; c + 8 <= n; c += 8)
     for (int l = 0; l < 8; ++l) lanes[l] += exp_nonpositive(x[c + l] - m);
   for (; c < n; ++c) lanes[0] += exp_nonpositive(x[c] - m);
   T sum = 0;
@@ -43,19 +58,12 @@ inline void softmax_times_impl(const T* __restrict__ x, T lse, T g, T* __restric
   for (int64_t c = 0; c < n; ++c) out[c] = exp_nonpositive(x[c] - lse) * g;
 }
 
-// out = exp(x - max x), returning max x. A row whose maximum is -inf or NaN gives NaN (as
+// out = exp(x - max x), returning max x. A row of -inf, or with a NaN, gives NaN entries (as
 // exp(x - x.max()) does in ATen).
 template <typename T>
 inline T row_max_exp_impl(const T* __restrict__ x, int64_t n, T* __restrict__ out) {
-  T lanes[8];
-  for (int l = 0; l < 8; ++l) lanes[l] = x[0];
-  int64_t c = 0;
-  for (; c + 8 <= n; c += 8)
-    for (int l = 0; l < 8; ++l) lanes[l] = x[c + l] > lanes[l] ? x[c + l] : lanes[l];
-  T m = lanes[0];
-  for (int l = 1; l < 8; ++l) m = lanes[l] > m ? lanes[l] : m;
-  for (; c < n; ++c) m = x[c] > m ? x[c] : m;
-  for (c = 0; c < n; ++c) out[c] = exp_nonpositive(x[c] - m);
+  const T m = row_max(x, n);
+  for (int64_t c = 0; c < n; ++c) out[c] = exp_nonpositive(x[c] - m);
   return m;
 }
 
@@ -210,6 +218,82 @@ void pruned_logprobs_backward_cpu(const at::Tensor& logits, const at::Tensor& sy
         softmax_times(x + r * C, l[r], -(ga[r] + gb[r]), o, C);
         o[sym[r]] += ga[r];
         o[blank] += gb[r];
+      }
+    });
+  });
+}
+
+}  // namespace wavetrain::losses::detail
+
+namespace wavetrain::losses::detail {
+namespace {
+
+// Where row `row` of logits [B][T][R][C] lies in the lattice: px[b][s][t] at (b * S + s) * px_columns + t,
+// py[b][s][t] at (b * (S + 1) + s) * T + t, with s = shifts[b][t] + r.
+struct Placement {
+  int64_t T, R, S, px_columns;
+  const int64_t* shifts;
+  int64_t symbol_position(int64_t row) const { return shifts[row / R] + row % R; }
+  int64_t px_index(int64_t row, int64_t s) const {
+    const int64_t bt = row / R, b = bt / T, t = bt % T;
+    return (b * S + s) * px_columns + t;
+  }
+  int64_t py_index(int64_t row, int64_t s) const {
+    const int64_t bt = row / R, b = bt / T, t = bt % T;
+    return (b * (S + 1) + s) * T + t;
+  }
+};
+
+Placement placement(const at::Tensor& logits, const at::Tensor& shifts, const at::Tensor& py, int64_t px_columns) {
+  return {logits.size(1), logits.size(2), py.size(1) - 1, px_columns, shifts.data_ptr<int64_t>()};
+}
+
+}  // namespace
+
+void pruned_logprobs_placed_forward_cpu(const at::Tensor& logits, const at::Tensor& symbols, const at::Tensor& shifts,
+                                        int64_t blank, at::Tensor& lse, at::Tensor& px, at::Tensor& py) {
+  const int64_t C = logits.size(-1), rows = logits.numel() / C;
+  const int64_t* sym = symbols.data_ptr<int64_t>();
+  const Placement at_ = placement(logits, shifts, py, px.size(2));
+  AT_DISPATCH_FLOATING_TYPES(logits.scalar_type(), "pruned_logprobs_placed_forward_cpu", [&] {
+    const scalar_t* x = logits.data_ptr<scalar_t>();
+    scalar_t *l = lse.data_ptr<scalar_t>(), *a = px.data_ptr<scalar_t>(), *b = py.data_ptr<scalar_t>();
+    // Each lattice cell is written by one row: a frame's rows are distinct positions.
+    at::parallel_for(0, rows, 64, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const scalar_t* row = x + r * C;
+        l[r] = row_logsumexp(row, C);
+        const int64_t s = at_.symbol_position(r);
+        if (s < at_.S) a[at_.px_index(r, s)] = row[sym[r]] - l[r];  // position S emits no symbol
+        b[at_.py_index(r, s)] = row[blank] - l[r];
+      }
+    });
+  });
+}
+
+void pruned_logprobs_placed_backward_cpu(const at::Tensor& logits, const at::Tensor& symbols, const at::Tensor& shifts,
+                                         int64_t blank, const at::Tensor& lse, const at::Tensor& gpx,
+                                         const at::Tensor& gpy, at::Tensor& grad) {
+  const int64_t C = logits.size(-1), rows = logits.numel() / C;
+  const int64_t* sym = symbols.data_ptr<int64_t>();
+  const Placement at_ = placement(logits, shifts, gpy, gpx.size(2));
+  AT_DISPATCH_FLOATING_TYPES(logits.scalar_type(), "pruned_logprobs_placed_backward_cpu", [&] {
+    const scalar_t *x = logits.data_ptr<scalar_t>(), *l = lse.data_ptr<scalar_t>();
+    const scalar_t *ga = gpx.data_ptr<scalar_t>(), *gb = gpy.data_ptr<scalar_t>();
+    scalar_t* out = grad.data_ptr<scalar_t>();
+    at::parallel_for(0, rows, 64, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        scalar_t* o = out + r * C;
+        if (!std::isfinite(l[r])) {  // as pruned_logprobs_backward_cpu
+          for (int64_t c = 0; c < C; ++c) o[c] = 0;
+          continue;
+        }
+        const int64_t s = at_.symbol_position(r);
+        const scalar_t g_symbol = s < at_.S ? ga[at_.px_index(r, s)] : scalar_t(0);
+        const scalar_t g_blank = gb[at_.py_index(r, s)];
+        softmax_times(x + r * C, l[r], -(g_symbol + g_blank), o, C);
+        o[sym[r]] += g_symbol;
+        o[blank] += g_blank;
       }
     });
   });

@@ -352,6 +352,11 @@ RnntLogprobs get_rnnt_logprobs_pruned(const at::Tensor& logits_in, const at::Ten
   const at::Tensor pruned_symbols = at::gather(with_blank.unsqueeze(1).expand({B, T, S + 1}), 2, ranges);  // [B][T][s_range]
   // Values for positions ranges[b][t][0] .. + s_range - 1 put in place in a row of S + 1, -inf elsewhere.
   const at::Tensor shifts = ranges.select(2, 0);
+  if (logits.device().is_cpu()) {  // computed in place, one pass per row (rnnt_logprobs.h)
+    const auto [px, py] = detail::pruned_logprobs_placed(logits, pruned_symbols, shifts, S, termination_symbol,
+                                                         type == RnntType::kRegular);
+    return finish(px, py, boundary, type);
+  }
   auto place = [&](const at::Tensor& v) {  // [B][T][s_range] -> [B][T][S+1]
     const at::Tensor padded = at::cat({v, at::full({B, T, S + 1 - s_range}, kNegInf, v.options())}, 2);
     const at::Tensor index = at::remainder(at::arange(S + 1, ranges.options()).reshape({1, 1, S + 1}) - shifts.unsqueeze(2), S + 1);
