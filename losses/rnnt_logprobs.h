@@ -14,7 +14,8 @@ namespace wavetrain::losses::detail {
 //   N[b][s][t] = log sum_c exp(lm[b][s][c] + am[b][t][c]), through one [S+1][C] x [C][T] matmul of
 //   exponentials with the maxima taken out (k2's way; + the smallest normal number inside the log).
 // Differentiable in lm and am. The backward is two matmuls and a few passes over lm and am, where
-// autograd through the same ops ran about ten [B][T][C] passes (max, exp, gather backwards).
+// autograd through the same ops ran about ten [B][T][C] passes (max, exp, gather backwards). On the
+// CPU each item is one task (its products in its own thread), items in parallel.
 std::pair<at::Tensor, at::Tensor> symbol_logprobs(const at::Tensor& lm, const at::Tensor& am, const at::Tensor& symbols,
                                                   int64_t blank);
 
