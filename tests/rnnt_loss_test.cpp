@@ -225,6 +225,24 @@ TEST(RnntLoss, SymbolLogprobsEqualAutogradOfTheirDefinitionForEveryItem) {
   EXPECT_LE(max_relative_error(am.grad(), am_e.grad()), 1e-10);
 }
 
+// No frames and no symbols: nothing to emit costs 0, with zero gradients (the CPU kernel's products
+// then have an empty inner dimension, and its gradients come from them).
+TEST(RnntLoss, NoFramesAndNoSymbolsCostNothing) {
+  at::manual_seed(6);
+  for (RnntType type : {RnntType::kRegular, RnntType::kModified}) {
+    const at::Tensor lm = at::randn({2, 1, 4}, at::kDouble).requires_grad_();
+    const at::Tensor am = at::randn({2, 0, 4}, at::kDouble).requires_grad_();
+    RnntOptions o;
+    o.reduction = Reduction::kNone;
+    o.rnnt_type = type;
+    const at::Tensor loss = rnnt_loss_simple(lm, am, at::zeros({2, 0}, at::kLong), o);
+    EXPECT_TRUE(at::equal(loss, at::zeros({2}, at::kDouble))) << loss;
+    loss.sum().backward();
+    EXPECT_TRUE(at::equal(lm.grad(), at::zeros_like(lm))) << lm.grad();
+    EXPECT_EQ(am.grad().numel(), 0);
+  }
+}
+
 TEST(RnntLoss, EmptyReferencesAreAllowed) {
   // S = 0: the loss is minus the sum of the blank log-probs over the frames.
   at::manual_seed(21);
