@@ -181,26 +181,61 @@ void symbol_logprobs_backward_cpu(const at::Tensor& p_lm, const at::Tensor& p_am
   });
 }
 
-void pruned_logprobs_forward_cpu(const at::Tensor& logits, const at::Tensor& symbols, int64_t blank, at::Tensor& lse,
-                                 at::Tensor& px, at::Tensor& py) {
+namespace {
+
+// Where row r's px and py values go: indices into px and py, px = -1 where the row's symbol
+// position emits no symbol (position S).
+struct RowTarget {
+  int64_t px, py;
+};
+
+// pruned_logprobs: row r's values at px[r] and py[r].
+struct InRow {
+  RowTarget operator()(int64_t r) const { return {r, r}; }
+};
+
+// pruned_logprobs_placed: rows of logits [B][T][R][C] into px [B][S][px_columns] and py [B][S+1][T],
+// row r of (b, t) at symbol position s = shifts[b][t] + r.
+struct InLattice {
+  int64_t T, R, S, px_columns;
+  const int64_t* shifts;
+  RowTarget operator()(int64_t row) const {
+    const int64_t bt = row / R, b = bt / T, t = bt % T, s = shifts[bt] + row % R;
+    return {s < S ? (b * S + s) * px_columns + t : -1, (b * (S + 1) + s) * T + t};
+  }
+};
+
+InLattice in_lattice(const at::Tensor& logits, const at::Tensor& shifts, const at::Tensor& py, int64_t px_columns) {
+  return {logits.size(1), logits.size(2), py.size(1) - 1, px_columns, shifts.data_ptr<int64_t>()};
+}
+
+// Per row of C logits: lse, and px, py where `target` puts them.
+template <typename Target>
+void rows_forward(const at::Tensor& logits, const at::Tensor& symbols, int64_t blank, at::Tensor& lse, at::Tensor& px,
+                  at::Tensor& py, const Target& target) {
   const int64_t C = logits.size(-1), rows = logits.numel() / C;
   const int64_t* sym = symbols.data_ptr<int64_t>();
   AT_DISPATCH_FLOATING_TYPES(logits.scalar_type(), "pruned_logprobs_forward_cpu", [&] {
     const scalar_t* x = logits.data_ptr<scalar_t>();
     scalar_t *l = lse.data_ptr<scalar_t>(), *a = px.data_ptr<scalar_t>(), *b = py.data_ptr<scalar_t>();
+    // Each output is written by one row (a frame's rows are distinct symbol positions).
     at::parallel_for(0, rows, 64, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const scalar_t* row = x + r * C;
         l[r] = row_logsumexp(row, C);
-        a[r] = row[sym[r]] - l[r];
-        b[r] = row[blank] - l[r];
+        const RowTarget to = target(r);
+        if (to.px >= 0) a[to.px] = row[sym[r]] - l[r];
+        b[to.py] = row[blank] - l[r];
       }
     });
   });
 }
 
-void pruned_logprobs_backward_cpu(const at::Tensor& logits, const at::Tensor& symbols, int64_t blank,
-                                  const at::Tensor& lse, const at::Tensor& gpx, const at::Tensor& gpy, at::Tensor& grad) {
+// Per row: softmax(row) * -(gpx + gpy), plus the picked entries' own gradients, gpx and gpy read
+// where `target` put the row's values.
+template <typename Target>
+void rows_backward(const at::Tensor& logits, const at::Tensor& symbols, int64_t blank, const at::Tensor& lse,
+                   const at::Tensor& gpx, const at::Tensor& gpy, at::Tensor& grad, const Target& target) {
   const int64_t C = logits.size(-1), rows = logits.numel() / C;
   const int64_t* sym = symbols.data_ptr<int64_t>();
   AT_DISPATCH_FLOATING_TYPES(logits.scalar_type(), "pruned_logprobs_backward_cpu", [&] {
@@ -215,88 +250,37 @@ void pruned_logprobs_backward_cpu(const at::Tensor& logits, const at::Tensor& sy
           for (int64_t c = 0; c < C; ++c) o[c] = 0;
           continue;
         }
-        softmax_times(x + r * C, l[r], -(ga[r] + gb[r]), o, C);
-        o[sym[r]] += ga[r];
-        o[blank] += gb[r];
-      }
-    });
-  });
-}
-
-}  // namespace wavetrain::losses::detail
-
-namespace wavetrain::losses::detail {
-namespace {
-
-// Where row `row` of logits [B][T][R][C] lies in the lattice: px[b][s][t] at (b * S + s) * px_columns + t,
-// py[b][s][t] at (b * (S + 1) + s) * T + t, with s = shifts[b][t] + r.
-struct Placement {
-  int64_t T, R, S, px_columns;
-  const int64_t* shifts;
-  int64_t symbol_position(int64_t row) const { return shifts[row / R] + row % R; }
-  int64_t px_index(int64_t row, int64_t s) const {
-    const int64_t bt = row / R, b = bt / T, t = bt % T;
-    return (b * S + s) * px_columns + t;
-  }
-  int64_t py_index(int64_t row, int64_t s) const {
-    const int64_t bt = row / R, b = bt / T, t = bt % T;
-    return (b * (S + 1) + s) * T + t;
-  }
-};
-
-Placement placement(const at::Tensor& logits, const at::Tensor& shifts, const at::Tensor& py, int64_t px_columns) {
-  return {logits.size(1), logits.size(2), py.size(1) - 1, px_columns, shifts.data_ptr<int64_t>()};
-}
-
-}  // namespace
-
-void pruned_logprobs_placed_forward_cpu(const at::Tensor& logits, const at::Tensor& symbols, const at::Tensor& shifts,
-                                        int64_t blank, at::Tensor& lse, at::Tensor& px, at::Tensor& py) {
-  const int64_t C = logits.size(-1), rows = logits.numel() / C;
-  const int64_t* sym = symbols.data_ptr<int64_t>();
-  const Placement at_ = placement(logits, shifts, py, px.size(2));
-  AT_DISPATCH_FLOATING_TYPES(logits.scalar_type(), "pruned_logprobs_placed_forward_cpu", [&] {
-    const scalar_t* x = logits.data_ptr<scalar_t>();
-    scalar_t *l = lse.data_ptr<scalar_t>(), *a = px.data_ptr<scalar_t>(), *b = py.data_ptr<scalar_t>();
-    // Each lattice cell is written by one row: a frame's rows are distinct positions.
-    at::parallel_for(0, rows, 64, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const scalar_t* row = x + r * C;
-        l[r] = row_logsumexp(row, C);
-        const int64_t s = at_.symbol_position(r);
-        if (s < at_.S) a[at_.px_index(r, s)] = row[sym[r]] - l[r];  // position S emits no symbol
-        b[at_.py_index(r, s)] = row[blank] - l[r];
-      }
-    });
-  });
-}
-
-void pruned_logprobs_placed_backward_cpu(const at::Tensor& logits, const at::Tensor& symbols, const at::Tensor& shifts,
-                                         int64_t blank, const at::Tensor& lse, const at::Tensor& gpx,
-                                         const at::Tensor& gpy, at::Tensor& grad) {
-  const int64_t C = logits.size(-1), rows = logits.numel() / C;
-  const int64_t* sym = symbols.data_ptr<int64_t>();
-  const Placement at_ = placement(logits, shifts, gpy, gpx.size(2));
-  AT_DISPATCH_FLOATING_TYPES(logits.scalar_type(), "pruned_logprobs_placed_backward_cpu", [&] {
-    const scalar_t *x = logits.data_ptr<scalar_t>(), *l = lse.data_ptr<scalar_t>();
-    const scalar_t *ga = gpx.data_ptr<scalar_t>(), *gb = gpy.data_ptr<scalar_t>();
-    scalar_t* out = grad.data_ptr<scalar_t>();
-    at::parallel_for(0, rows, 64, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        scalar_t* o = out + r * C;
-        if (!std::isfinite(l[r])) {  // as pruned_logprobs_backward_cpu
-          for (int64_t c = 0; c < C; ++c) o[c] = 0;
-          continue;
-        }
-        const int64_t s = at_.symbol_position(r);
-        const scalar_t g_symbol = s < at_.S ? ga[at_.px_index(r, s)] : scalar_t(0);
-        const scalar_t g_blank = gb[at_.py_index(r, s)];
+        const RowTarget to = target(r);
+        const scalar_t g_symbol = to.px >= 0 ? ga[to.px] : scalar_t(0), g_blank = gb[to.py];
         softmax_times(x + r * C, l[r], -(g_symbol + g_blank), o, C);
         o[sym[r]] += g_symbol;
         o[blank] += g_blank;
       }
     });
   });
+}
+
+}  // namespace
+
+void pruned_logprobs_forward_cpu(const at::Tensor& logits, const at::Tensor& symbols, int64_t blank, at::Tensor& lse,
+                                 at::Tensor& px, at::Tensor& py) {
+  rows_forward(logits, symbols, blank, lse, px, py, InRow{});
+}
+
+void pruned_logprobs_backward_cpu(const at::Tensor& logits, const at::Tensor& symbols, int64_t blank,
+                                  const at::Tensor& lse, const at::Tensor& gpx, const at::Tensor& gpy, at::Tensor& grad) {
+  rows_backward(logits, symbols, blank, lse, gpx, gpy, grad, InRow{});
+}
+
+void pruned_logprobs_placed_forward_cpu(const at::Tensor& logits, const at::Tensor& symbols, const at::Tensor& shifts,
+                                        int64_t blank, at::Tensor& lse, at::Tensor& px, at::Tensor& py) {
+  rows_forward(logits, symbols, blank, lse, px, py, in_lattice(logits, shifts, py, px.size(2)));
+}
+
+void pruned_logprobs_placed_backward_cpu(const at::Tensor& logits, const at::Tensor& symbols, const at::Tensor& shifts,
+                                         int64_t blank, const at::Tensor& lse, const at::Tensor& gpx,
+                                         const at::Tensor& gpy, at::Tensor& grad) {
+  rows_backward(logits, symbols, blank, lse, gpx, gpy, grad, in_lattice(logits, shifts, gpy, gpx.size(2)));
 }
 
 }  // namespace wavetrain::losses::detail

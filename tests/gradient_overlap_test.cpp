@@ -142,10 +142,14 @@ void expect_means(const RankResult (&r)[2]) {
       continue;
     }
     const at::Tensor mean = (r[0].local[i] + r[1].local[i]) / 2;
-    // Bit for bit: with two ranks (a + b) / 2, the hooks' sum then division, equals a / 2 + b / 2,
-    // the Reducer's division then sum.
+    // Against the mean of the reference model's window sums, to float rounding: that model's
+    // backward ran at another moment of the two rank threads, and on the pip build (2026-11-29,
+    // once in three full runs under ctest's load, never in 70 runs alone) its sums differed from
+    // the trained model's in the last bits (5e-7), both ranks alike. Between the ranks, bit for
+    // bit: with two ranks (a + b) / 2, the hooks' sum then division, equals a / 2 + b / 2, the
+    // Reducer's division then sum.
     for (int rank = 0; rank < 2; ++rank)
-      EXPECT_TRUE(at::equal(r[rank].averaged[i], mean))
+      EXPECT_TRUE(at::allclose(r[rank].averaged[i], mean, /*rtol=*/1e-5, /*atol=*/1e-7))
           << "rank " << rank << ", parameter " << i << ": " << (r[rank].averaged[i] - mean).abs().max().item<double>();
     EXPECT_TRUE(at::equal(r[0].averaged[i], r[1].averaged[i])) << "parameter " << i;
   }
