@@ -25,9 +25,11 @@ const char* type_name(RnntType t) {
 }
 
 // Half and bfloat16 are computed in float32.
-at::Tensor lifted(const at::Tensor& x) {
-  return (x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16) ? x.to(at::kFloat) : x;
+at::ScalarType lifted_type(const at::Tensor& x) {
+  return (x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16) ? at::kFloat : x.scalar_type();
 }
+
+at::Tensor lifted(const at::Tensor& x) { return lifted_type(x) == x.scalar_type() ? x : x.to(at::kFloat); }
 
 double tiny(const at::Tensor& x) {  // torch.finfo(dtype).tiny
   return x.scalar_type() == at::kDouble ? std::numeric_limits<double>::min() : std::numeric_limits<float>::min();
@@ -152,6 +154,13 @@ LmAm check_lm_am(const char* where, const at::Tensor& lm, const at::Tensor& am, 
   if (am.dim() != 3) fail(where, "am must be [B][T][C], got " + c10::str(am.sizes()));
   if (lm.size(0) != am.size(0) || lm.size(2) != am.size(2))
     fail(where, "lm " + c10::str(lm.sizes()) + " and am " + c10::str(am.sizes()) + " must agree in B and C");
+  // Half and bfloat16 are lifted to float32 (above), so they mix with float32; float32 and float64 do
+  // not mix: the kernels read both with one element type.
+  if (!at::isFloatingType(lm.scalar_type()) || !at::isFloatingType(am.scalar_type()) || lifted_type(lm) != lifted_type(am))
+    fail(where, std::string("lm and am must have one floating type (half and bfloat16 count as float), got lm ") +
+                    c10::toString(lm.scalar_type()) + " and am " + c10::toString(am.scalar_type()));
+  if (lm.device() != am.device())
+    fail(where, "lm and am must be on one device, got lm on " + lm.device().str() + " and am on " + am.device().str());
   const LmAm d{am.size(0), lm.size(1) - 1, am.size(1), am.size(2)};
   check_symbols(where, symbols, d.B, d.S, d.C, termination_symbol);
   check_boundary_shape(where, boundary, d.B);

@@ -334,6 +334,34 @@ TEST(RnntLoss, PruningInputsAreValidated) {
             "0 <= t_begin <= t_end <= T = 5");
 }
 
+TEST(RnntLoss, LmAndAmOfDifferentTypesAreRefusedNamingBoth) {
+  const int64_t B = 2, T = 5, S = 3, C = 6;
+  const at::Tensor lm = at::randn({B, S + 1, C}), am = at::randn({B, T, C});
+  const at::Tensor symbols = at::randint(1, C, {B, S}, at::kLong);
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const RnntOptions o;
+  EXPECT_EQ(message([&] { rnnt_loss_simple(lm, am.to(at::kDouble), symbols, o); }),
+            "get_rnnt_logprobs: lm and am must have one floating type (half and bfloat16 count as float), got lm "
+            "Float and am Double");
+  EXPECT_EQ(message([&] { rnnt_loss_smoothed(lm.to(at::kDouble), am, symbols, 0.25, 0.0, o); }),
+            "get_rnnt_logprobs_smoothed: lm and am must have one floating type (half and bfloat16 count as float), "
+            "got lm Double and am Float");
+  EXPECT_EQ(message([&] { rnnt_loss_simple(lm.to(at::kLong), am, symbols, o); }),
+            "get_rnnt_logprobs: lm and am must have one floating type (half and bfloat16 count as float), got lm "
+            "Long and am Float");
+  // Half is computed in float32, so it mixes with float32 and gives float32's loss to half precision.
+  const at::Tensor both_float = rnnt_loss_simple(lm, am, symbols, o);
+  const at::Tensor half_lm = rnnt_loss_simple(lm.to(at::kHalf), am, symbols, o);
+  EXPECT_TRUE(at::allclose(half_lm, both_float, 1e-2, 1e-2)) << half_lm << both_float;
+}
+
 TEST(RnntLoss, ModifiedNeedsAsManyFramesAsSymbols) {
   at::manual_seed(22);
   const at::Tensor lm = at::randn({2, 4, 5}), am = at::randn({2, 6, 5});
