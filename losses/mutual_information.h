@@ -66,6 +66,13 @@ namespace detail {
 // writes every entry).
 void mutual_information_cpu(const at::Tensor& px, const at::Tensor& py, const at::Tensor& boundary, at::Tensor& scores,
                             at::Tensor& px_grad, at::Tensor& py_grad);
+// mutual_information_cpu runs one of these two: items in vector lanes, a group of 8 items a strip of
+// rows at a time (mutual_information_lanes.cpp), or one item at a time, diagonal by diagonal
+// (mutual_information_cpu.cpp). Same contract; tests run both.
+void mutual_information_cpu_lanes(const at::Tensor& px, const at::Tensor& py, const at::Tensor& boundary,
+                                  at::Tensor& scores, at::Tensor& px_grad, at::Tensor& py_grad);
+void mutual_information_cpu_diagonals(const at::Tensor& px, const at::Tensor& py, const at::Tensor& boundary,
+                                      at::Tensor& scores, at::Tensor& px_grad, at::Tensor& py_grad);
 // The CPU kernels of losses/ (this one and the pruned log-probabilities) run an AVX2 + FMA build
 // where the CPU has both; on: the baseline ISA's build instead, everywhere, until turned off (tests
 // compare the two).

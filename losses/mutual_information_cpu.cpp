@@ -255,6 +255,18 @@ struct Item {
 
 void mutual_information_cpu(const at::Tensor& px, const at::Tensor& py, const at::Tensor& boundary, at::Tensor& scores,
                             at::Tensor& px_grad, at::Tensor& py_grad) {
+  // The lanes kernel runs 8 items per group and one group per thread, whatever the groups' fill:
+  // with fewer than 8 items per thread, items one per thread diagonal by diagonal finish first
+  // (measured at (8, 50, 300): lanes 0.55 ms at 1 or 2 threads, diagonals 0.80 ms at 1, 0.40 at 2).
+  const int64_t threads = at::in_parallel_region() ? 1 : at::get_num_threads();
+  if (px.size(0) >= 8 * threads)
+    mutual_information_cpu_lanes(px, py, boundary, scores, px_grad, py_grad);
+  else
+    mutual_information_cpu_diagonals(px, py, boundary, scores, px_grad, py_grad);
+}
+
+void mutual_information_cpu_diagonals(const at::Tensor& px, const at::Tensor& py, const at::Tensor& boundary,
+                                      at::Tensor& scores, at::Tensor& px_grad, at::Tensor& py_grad) {
   const int64_t B = px.size(0), S = px.size(1), T1 = px.size(2), Tn = py.size(2);
   const bool modified = T1 == Tn;
   const int64_t* box = boundary.data_ptr<int64_t>();

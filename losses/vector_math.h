@@ -31,10 +31,15 @@ bool vector_kernels_use_avx2();
   RET NAME PARAMS { return NAME##_impl ARGS; }
 #endif
 
+// The loops that call these vectorise only if every call is inlined; GCC's inliner stops at its unit
+// growth limits in a large translation unit (a new kernel in mutual_information_lanes.cpp lost its
+// vector loop that way, 3x slower), so they are forced inline.
+#define WAVETRAIN_VECTOR_INLINE inline __attribute__((always_inline))
+
 namespace wavetrain::losses::detail {
 
 template <typename To, typename From>
-inline To bit_cast(From from) {
+WAVETRAIN_VECTOR_INLINE To bit_cast(From from) {
   static_assert(sizeof(To) == sizeof(From));
   To to;
   std::memcpy(&to, &from, sizeof(To));
@@ -44,7 +49,7 @@ inline To bit_cast(From from) {
 // exp(x) for x <= 0; x below the smallest normal result (and -inf) gives exactly 0; NaN gives NaN.
 // Range reduction x = k ln2 + r with |r| <= ln2 / 2, a Taylor polynomial for exp(r) (degree 7 in
 // float: truncation 4e-9; degree 12 in double: 2e-16), and 2^k put into the exponent bits.
-inline float exp_nonpositive(float x) {
+WAVETRAIN_VECTOR_INLINE float exp_nonpositive(float x) {
   const float lowest = -87.0f;  // exp(-87) = 1.6e-38, just above FLT_MIN
   const float xc = x < lowest ? lowest : x;
   const float shift = 12582912.0f + 127.0f;  // 1.5 * 2^23: adding it rounds to an integer; + bias
@@ -64,7 +69,7 @@ inline float exp_nonpositive(float x) {
   return x < lowest ? 0.0f : p * scale;
 }
 
-inline double exp_nonpositive(double x) {
+WAVETRAIN_VECTOR_INLINE double exp_nonpositive(double x) {
   const double lowest = -708.0;  // exp(-708) = 3.3e-308, just above DBL_MIN
   const double xc = x < lowest ? lowest : x;
   const double shift = 6755399441055744.0 + 1023.0;  // 1.5 * 2^52, + bias
@@ -91,7 +96,7 @@ inline double exp_nonpositive(double x) {
 // log(1 + u) for u in [0, 1]. Above sqrt(2) - 1 it uses 1 + u = 2 (1 + w), w = (u - 1) / 2, so the
 // argument is always in [-0.293, 0.415]; then log(1 + w) = 2 atanh(z), z = w / (2 + w), |z| <= 0.172,
 // by its odd series (to z^9 in float, z^23 in double: truncation below 1e-9 and 1e-16 relative).
-inline float log1p_unit(float u) {
+WAVETRAIN_VECTOR_INLINE float log1p_unit(float u) {
   const bool big = u > 0.41421356f;
   const float w = big ? (u - 1.0f) * 0.5f : u;
   const float z = w / (2.0f + w), z2 = z * z;
@@ -103,7 +108,7 @@ inline float log1p_unit(float u) {
   return 2.0f * z * p + (big ? 0.693147180559945309f : 0.0f);
 }
 
-inline double log1p_unit(double u) {
+WAVETRAIN_VECTOR_INLINE double log1p_unit(double u) {
   const bool big = u > 0.41421356237309504880;
   const double w = big ? (u - 1.0) * 0.5 : u;
   const double z = w / (2.0 + w), z2 = z * z;
@@ -124,7 +129,7 @@ inline double log1p_unit(double u) {
 
 // log(exp(a) + exp(b)). Both -inf gives -inf; NaN in either gives NaN.
 template <typename T>
-inline T log_add(T a, T b) {
+WAVETRAIN_VECTOR_INLINE T log_add(T a, T b) {
   const T ninf = -std::numeric_limits<T>::infinity();
   const T hi = a > b ? a : b;
   const T diff = a > b ? b - a : a - b;  // <= 0

@@ -131,6 +131,114 @@ TEST(MutualInformation, BaselineAndAvx2KernelsBothEqualPortable) {
   }
 }
 
+// The two CPU kernels (mutual_information_cpu picks one by batch size and threads), each called
+// directly, against the portable implementation: 11 items (a group of 8 lanes and a part-filled
+// one), boxes of every kind (offset, empty in S or in T or both, the full lattice), -inf entries
+// (an unreachable region in item 3: a p of -inf inside the box; item 8 has no path at all), +inf
+// in item 5 and NaN in item 6 (k2's share rule where p is +inf or NaN), both ISA builds, float64
+// and float32.
+TEST(MutualInformation, LanesAndDiagonalsKernelsEqualPortable) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (bool modified : {false, true}) {
+    for (at::ScalarType dtype : {at::kDouble, at::kFloat}) {
+      const int64_t B = 11, S = 13, T = 29;
+      Problem p = random_problem(B, S, T, modified, dtype, 41);
+      const std::vector<std::vector<int64_t>> boxes = {{0, 0, S, T},  {2, 3, 2, 20}, {1, 0, 9, 0},  {0, 0, S, T},
+                                                       {3, 5, 12, 25}, {0, 0, S, T}, {0, 0, S, T},  {4, 2, 4, 2},
+                                                       {0, 1, 7, 29},  {5, 0, 13, 17}, {0, 0, 0, 0}};
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = 0; i < 4; ++i) p.boundary[b][i] = boxes[b][i];
+      p.px.select(0, 3).slice(0, 2, 6).slice(1, 0, 15).fill_(-inf);  // item 3: rows 3..6 cut off early
+      p.py.select(0, 3).slice(0, 2, 6).slice(1, 0, 15).fill_(-inf);
+      // Item 5: +inf into its last cell through py, so that p = +inf with a finite term1 there,
+      // where k2's share, exp(term1), differs from the finite-p formula's 0.
+      p.py.select(0, 5)[S][T - 1] = inf;
+      p.px.select(0, 6)[4][9] = std::numeric_limits<double>::quiet_NaN();
+      p.px.select(0, 8).fill_(-inf);  // item 8: no path at all, a score of -inf
+      p.py.select(0, 8).fill_(-inf);
+      const MutualInformation reference = mutual_information_with_grad(
+          p.px.to(at::kDouble), p.py.to(at::kDouble), p.boundary, MiImplementation::kPortable);
+      const double tolerance = dtype == at::kDouble ? 1e-12 : 1e-5;
+      // NaN where the reference has NaN, equal elsewhere: scores relative, occupations (at most 1)
+      // absolute.
+      auto same = [&](const at::Tensor& got, const at::Tensor& want, double floor = 1.0) {
+        const at::Tensor g = got.to(at::kDouble), nan = at::isnan(want);
+        if (!at::equal(at::isnan(g), nan)) return std::numeric_limits<double>::infinity();
+        return max_relative_error(g.masked_fill(nan, 0), want.masked_fill(nan, 0), floor);
+      };
+      // Items 5 and 6 (+inf, NaN): the portable implementation propagates NaN into the gradients
+      // differently; there the two kernels, which both follow k2's share rule, must agree.
+      const at::Tensor finite_items = at::tensor(std::vector<int64_t>{0, 1, 2, 3, 4, 7, 8, 9, 10});
+      const at::Tensor odd_items = at::tensor(std::vector<int64_t>{5, 6});
+      at::Tensor odd_px, odd_py;  // from the first kernel run
+      for (bool lanes : {true, false}) {
+        for (bool baseline : {false, true}) {
+          detail::force_baseline_vector_kernels(baseline);
+          at::Tensor scores = at::empty({B}, p.px.options());
+          at::Tensor px_grad = at::full_like(p.px, 7.0), py_grad = at::full_like(p.py, 7.0);  // every entry written
+          if (lanes)
+            detail::mutual_information_cpu_lanes(p.px, p.py, p.boundary, scores, px_grad, py_grad);
+          else
+            detail::mutual_information_cpu_diagonals(p.px, p.py, p.boundary, scores, px_grad, py_grad);
+          const std::string what = std::string(lanes ? "lanes " : "diagonals ") + (modified ? "modified " : "regular ") +
+                                   c10::toString(dtype) + (baseline ? " baseline" : " avx2");
+          EXPECT_LE(same(scores, reference.scores, 1e-30), tolerance) << what << "\n" << scores << reference.scores;
+          EXPECT_LE(same(px_grad.index_select(0, finite_items), reference.px_grad.index_select(0, finite_items)),
+                    tolerance)
+              << what;
+          EXPECT_LE(same(py_grad.index_select(0, finite_items), reference.py_grad.index_select(0, finite_items)),
+                    tolerance)
+              << what;
+          if (!odd_px.defined()) {
+            odd_px = px_grad.index_select(0, odd_items).to(at::kDouble);
+            odd_py = py_grad.index_select(0, odd_items).to(at::kDouble);
+          } else {
+            EXPECT_LE(same(px_grad.index_select(0, odd_items), odd_px), tolerance) << what;
+            EXPECT_LE(same(py_grad.index_select(0, odd_items), odd_py), tolerance) << what;
+          }
+          // Forward only: the same scores.
+          at::Tensor alone = at::empty({B}, p.px.options()), none_x, none_y;
+          if (lanes)
+            detail::mutual_information_cpu_lanes(p.px, p.py, p.boundary, alone, none_x, none_y);
+          else
+            detail::mutual_information_cpu_diagonals(p.px, p.py, p.boundary, alone, none_x, none_y);
+          EXPECT_LE(same(alone, reference.scores, 1e-30), tolerance) << what;
+        }
+        detail::force_baseline_vector_kernels(false);
+      }
+      // The problem is what it says: item 3 has unreachable cells, 5 and 6 non-finite scores.
+      EXPECT_TRUE(std::isfinite(reference.scores[3].item<double>()));
+      EXPECT_FALSE(std::isfinite(reference.scores[5].item<double>()));
+      EXPECT_TRUE(std::isnan(reference.scores[6].item<double>()));
+      EXPECT_EQ(reference.scores[8].item<double>(), -inf);
+    }
+  }
+}
+
+// A summed loss hands the kernel's occupations to autograd as they are (no multiply): a caller's
+// copy of them, and a second backward, are not changed by it.
+TEST(MutualInformation, SummedLossGradientsLeaveTheOccupationsAlone) {
+  const Problem p = random_problem(9, 6, 11, false, at::kDouble, 43);
+  const at::Tensor px = p.px.clone().requires_grad_(true), py = p.py.clone().requires_grad_(true);
+  const MutualInformation mi = mutual_information_with_grad(px, py, p.boundary);
+  const at::Tensor kept = mi.px_grad.clone();
+  (mi.scores.sum() + (px * 2.0).sum()).backward({}, /*retain_graph=*/true);
+  EXPECT_TRUE(at::equal(mi.px_grad, kept));
+  EXPECT_LE((px.grad() - (kept + 2.0)).abs().max().item<double>(), 1e-12);
+  (mi.scores.sum()).backward();
+  EXPECT_TRUE(at::equal(mi.px_grad, kept));
+  EXPECT_LE((px.grad() - (2.0 * kept + 2.0)).abs().max().item<double>(), 1e-12);
+  // Without a caller holding them: the gradient is the occupations, and a later in-place update of
+  // it (an optimizer's) changes nothing else.
+  const at::Tensor px2 = p.px.clone().requires_grad_(true);
+  mutual_information_recursion(px2, p.py, p.boundary).sum().backward();
+  EXPECT_LE((px2.grad() - kept).abs().max().item<double>(), 1e-12);
+  px2.grad().zero_();
+  const at::Tensor again = p.px.clone().requires_grad_(true);
+  mutual_information_recursion(again, p.py, p.boundary).sum().backward();
+  EXPECT_LE((again.grad() - kept).abs().max().item<double>(), 1e-12);
+}
+
 TEST(MutualInformation, GradientsAreOccupationProbabilities) {
   for (bool modified : {false, true}) {
     const Problem p = random_problem(6, 9, 15, modified, at::kDouble, 12);
