@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "losses/mutual_information.h"
+#include "losses/rnnt_logprobs.h"
 #include "losses/rnnt_loss.h"
 #include "tests/reference_json.h"
 
@@ -332,6 +333,39 @@ TEST(RnntLoss, PruningInputsAreValidated) {
   EXPECT_EQ(message([&] { get_rnnt_prune_ranges(simple.px_grad, simple.py_grad, boundary, 2); }),
             "get_rnnt_prune_ranges: boundary of item 0 is [0, 0, 3, 7]; it needs 0 <= s_begin <= s_end <= S = 3 and "
             "0 <= t_begin <= t_end <= T = 5");
+}
+
+// The regular px gets -inf at column T and at each item's t_end (append_neg_inf_column and
+// fix_for_boundary, fused on the CPU). Through (px * w).sum() a gradient reaches every entry of px,
+// the -inf ones included; those overwritten must pass nothing on to lm and am. Against the ATen
+// composition, in float64.
+TEST(RnntLoss, PxEndsDropTheGradientOfTheEntriesTheyOverwrite) {
+  at::manual_seed(44);
+  const int64_t B = 3, S = 4, T = 9, C = 7;
+  const at::Tensor lm = at::randn({B, S + 1, C}, at::kDouble), am = at::randn({B, T, C}, at::kDouble);
+  const at::Tensor symbols = at::randint(1, C, {B, S}, at::kLong);
+  const at::Tensor boundary = at::tensor(std::vector<int64_t>{0, 0, 4, 9, 0, 0, 2, 5, 0, 0, 3, 7}, at::kLong).view({B, 4});
+  const at::Tensor w = at::rand({B, S, T + 1}, at::kDouble) + 0.5;
+  auto grads = [&](bool fused) {
+    const at::Tensor l = lm.clone().requires_grad_(true), a = am.clone().requires_grad_(true);
+    at::Tensor px;
+    if (fused) {
+      px = get_rnnt_logprobs(l, a, symbols, 0, boundary, RnntType::kRegular).px;
+    } else {
+      const at::Tensor raw = detail::symbol_logprobs(l, a, symbols, 0).first;
+      const at::Tensor appended = at::cat({raw, at::full({B, S, 1}, -INFINITY, raw.options())}, 2);
+      px = appended.scatter(2, boundary.select(1, 3).view({B, 1, 1}).expand({B, S, T + 1}), -INFINITY);
+    }
+    (px * w).sum().backward();
+    return std::make_tuple(px.detach(), l.grad(), a.grad());
+  };
+  const auto [px_f, lm_f, am_f] = grads(true);
+  const auto [px_r, lm_r, am_r] = grads(false);
+  EXPECT_TRUE(at::equal(at::isinf(px_f), at::isinf(px_r)));
+  EXPECT_EQ(at::isinf(px_f).sum().item<int64_t>(), B * S * 2 - S);  // item 0 ends at T: one column
+  EXPECT_LE(max_relative_error(px_f.masked_fill(at::isinf(px_f), 0), px_r.masked_fill(at::isinf(px_r), 0)), 1e-12);
+  EXPECT_LE(max_relative_error(lm_f, lm_r), 1e-12);
+  EXPECT_LE(max_relative_error(am_f, am_r), 1e-12);
 }
 
 TEST(RnntLoss, LmAndAmOfDifferentTypesAreRefusedNamingBoth) {
