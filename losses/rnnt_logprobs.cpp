@@ -187,9 +187,51 @@ struct PickRows : public torch::autograd::Function<PickRows> {
   }
 };
 
+// am [B][T][C] seen as [B][T][R][C], each row repeated R times (an expanded view, as k2's
+// am.unsqueeze(2).expand). Autograd's backward of expand is a sum over the repeats through ATen's
+// reduction, a tenth of the pruned pipeline at 1 thread; on the CPU it is one pass here, the R
+// rows of a frame added in cache.
+struct RepeatRows : public torch::autograd::Function<RepeatRows> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& am, int64_t R) {
+    ctx->saved_data["R"] = R;
+    return am.unsqueeze(2).expand({am.size(0), am.size(1), R, am.size(2)});
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const int64_t R = ctx->saved_data["R"].toInt();
+    const at::Tensor& grad_in = grads[0];
+    if (!grad_in.device().is_cpu() || !(grad_in.scalar_type() == at::kFloat || grad_in.scalar_type() == at::kDouble))
+      return {grad_in.sum(2), at::Tensor()};
+    const at::Tensor grad = grad_in.contiguous();
+    const int64_t B = grad.size(0), T = grad.size(1), C = grad.size(3);
+    at::Tensor g_am = at::empty({B, T, C}, grad.options());
+    AT_DISPATCH_FLOATING_TYPES(grad.scalar_type(), "repeat_rows_backward", [&] {
+      const scalar_t* g = grad.data_ptr<scalar_t>();
+      scalar_t* out = g_am.data_ptr<scalar_t>();
+      at::parallel_for(0, B * T, 16, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          scalar_t* __restrict__ o = out + i * C;
+          const scalar_t* __restrict__ x = g + i * R * C;
+          if (R == 0) {
+            std::fill(o, o + C, scalar_t(0));
+            continue;
+          }
+          for (int64_t c = 0; c < C; ++c) o[c] = x[c];
+          for (int64_t r = 1; r < R; ++r)
+            for (int64_t c = 0; c < C; ++c) o[c] += x[r * C + c];
+        }
+      });
+    });
+    return {g_am, at::Tensor()};
+  }
+};
+
 }  // namespace
 
 at::Tensor pick_rows(const at::Tensor& lm, const at::Tensor& rows) { return PickRows::apply(lm, rows); }
+
+at::Tensor repeat_rows(const at::Tensor& am, int64_t R) { return RepeatRows::apply(am, R); }
 
 std::pair<at::Tensor, at::Tensor> pruned_logprobs(const at::Tensor& logits, const at::Tensor& symbols, int64_t blank) {
   if (logits.device().is_cpu()) {

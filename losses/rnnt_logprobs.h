@@ -45,6 +45,9 @@ std::pair<at::Tensor, at::Tensor> pruned_logprobs_placed(const at::Tensor& logit
 // block (items in parallel), where index_select's backward (an index_add over all B * S1 rows)
 // took 7% of the pruned pipeline.
 at::Tensor pick_rows(const at::Tensor& lm, const at::Tensor& rows);
+// am [B][T][C] as [B][T][R][C], every row repeated R times (an expanded view of am); on the CPU its
+// backward, the sum over the repeats, is one pass.
+at::Tensor repeat_rows(const at::Tensor& am, int64_t R);
 
 // The CPU kernels of symbol_logprobs (rnnt_logprobs_cpu.cpp), every tensor contiguous, items in
 // parallel. Forward fills p_lm [B][S+1][C] and p_am [B][T][C] (exp(x - row max)),

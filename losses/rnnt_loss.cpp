@@ -396,7 +396,7 @@ std::pair<at::Tensor, at::Tensor> do_rnnt_pruning(const at::Tensor& am, const at
                     " disagree in B, T or C");
   // A value past S would take rows of the next item's lm without an error.
   check_ranges(where, ranges, S1 - 1);
-  const at::Tensor am_pruned = am.unsqueeze(2).expand({B, T, s_range, C});
+  const at::Tensor am_pruned = detail::repeat_rows(am, s_range);  // am.unsqueeze(2).expand({B, T, s_range, C})
   // Rows of lm picked by index: its backward adds into a [B][S+1][C] gradient. (A gather from lm
   // expanded to [B][T][S+1][C], as k2 does it, allocates that full size in the backward.)
   const at::Tensor lm_pruned = detail::pick_rows(lm, ranges.reshape({B, T * s_range})).view({B, T, s_range, C});

@@ -368,6 +368,36 @@ TEST(RnntLoss, PxEndsDropTheGradientOfTheEntriesTheyOverwrite) {
   EXPECT_LE(max_relative_error(am_f, am_r), 1e-12);
 }
 
+// do_rnnt_pruning's two outputs and their gradients (written-out CPU backwards: a sum over the
+// repeats for am, an add into picked rows for lm) against k2's composition, expand and gather, in
+// float64, through a joiner-like use of both (a weighted sum).
+TEST(RnntLoss, PruningGradientsEqualTheExpandAndGatherComposition) {
+  at::manual_seed(45);
+  const int64_t B = 3, T = 6, S = 4, C = 5, R = 3;
+  const at::Tensor am0 = at::randn({B, T, C}, at::kDouble), lm0 = at::randn({B, S + 1, C}, at::kDouble);
+  const at::Tensor ranges =
+      at::clamp_max(at::randint(0, S - R + 2, {B, T, 1}, at::kLong) + at::arange(R, at::kLong).view({1, 1, R}), S);
+  const at::Tensor w = at::randn({B, T, R, C}, at::kDouble), v = at::randn({B, T, R, C}, at::kDouble);
+  auto run = [&](bool ours) {
+    const at::Tensor am = am0.clone().requires_grad_(true), lm = lm0.clone().requires_grad_(true);
+    at::Tensor am_pruned, lm_pruned;
+    if (ours) {
+      std::tie(am_pruned, lm_pruned) = do_rnnt_pruning(am, lm, ranges);
+    } else {
+      am_pruned = am.unsqueeze(2).expand({B, T, R, C});
+      lm_pruned = at::gather(lm.unsqueeze(1).expand({B, T, S + 1, C}), 2, ranges.unsqueeze(3).expand({B, T, R, C}));
+    }
+    ((am_pruned * w).sum() + (lm_pruned * v).sum() + (am_pruned * lm_pruned).sum()).backward();
+    return std::make_tuple(am_pruned.detach().clone(), lm_pruned.detach().clone(), am.grad(), lm.grad());
+  };
+  const auto [a1, l1, ga1, gl1] = run(true);
+  const auto [a2, l2, ga2, gl2] = run(false);
+  EXPECT_TRUE(at::equal(a1, a2));
+  EXPECT_TRUE(at::equal(l1, l2));
+  EXPECT_LE(max_relative_error(ga1, ga2), 1e-12);
+  EXPECT_LE(max_relative_error(gl1, gl2), 1e-12);
+}
+
 TEST(RnntLoss, LmAndAmOfDifferentTypesAreRefusedNamingBoth) {
   const int64_t B = 2, T = 5, S = 3, C = 6;
   const at::Tensor lm = at::randn({B, S + 1, C}), am = at::randn({B, T, C});
