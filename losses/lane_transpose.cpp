@@ -7,6 +7,7 @@
 #include <immintrin.h>
 #endif
 
+#include "losses/mutual_information.h"
 #include "losses/vector_math.h"
 
 namespace wavetrain::losses::detail {
@@ -104,7 +105,7 @@ __attribute__((target("avx2"))) void scatter_lanes_avx2(const float* src, float*
 void gather_lanes(const float* const* src, const int64_t* lo, const int64_t* hi, int64_t shift, float fill, float* dst,
                   int64_t Tc) {
 #ifdef WAVETRAIN_LANES_AVX2
-  if (vector_kernels_use_avx2()) return gather_lanes_avx2(src, lo, hi, shift, fill, dst, Tc);
+  if (vector_kernel_isa() >= VectorIsa::kAvx2Fma) return gather_lanes_avx2(src, lo, hi, shift, fill, dst, Tc);
 #endif
   gather_lanes_scalar(src, lo, hi, shift, fill, dst, 0, Tc);
 }
@@ -114,7 +115,7 @@ void gather_lanes(const double* const* src, const int64_t* lo, const int64_t* hi
 }
 void scatter_lanes(const float* src, float* const* dst, const int64_t* hi, int64_t Tc) {
 #ifdef WAVETRAIN_LANES_AVX2
-  if (vector_kernels_use_avx2()) return scatter_lanes_avx2(src, dst, hi, Tc);
+  if (vector_kernel_isa() >= VectorIsa::kAvx2Fma) return scatter_lanes_avx2(src, dst, hi, Tc);
 #endif
   (void)Tc;
   scatter_lanes_scalar(src, dst, hi, 0);

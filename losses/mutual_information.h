@@ -73,10 +73,13 @@ void mutual_information_cpu_lanes(const at::Tensor& px, const at::Tensor& py, co
                                   at::Tensor& scores, at::Tensor& px_grad, at::Tensor& py_grad);
 void mutual_information_cpu_diagonals(const at::Tensor& px, const at::Tensor& py, const at::Tensor& boundary,
                                       at::Tensor& scores, at::Tensor& px_grad, at::Tensor& py_grad);
-// The CPU kernels of losses/ (this one and the pruned log-probabilities) run an AVX2 + FMA build
-// where the CPU has both; on: the baseline ISA's build instead, everywhere, until turned off (tests
-// compare the two).
-void force_baseline_vector_kernels(bool on);
+// The CPU kernels of losses/ (this one and the transducer losses' rows) run the best build the CPU
+// has: AVX-512 (F, VL, DQ, BW), AVX2 + FMA, or the baseline ISA. Tests cap it lower, for every
+// later call until capped again (kAvx512: no cap), to compare the builds; vector_kernel_isa says
+// which one runs.
+enum class VectorIsa : int { kBaseline = 0, kAvx2Fma = 1, kAvx512 = 2 };
+void cap_vector_kernels(VectorIsa highest);
+VectorIsa vector_kernel_isa();
 void mutual_information_portable(const at::Tensor& px, const at::Tensor& py, const at::Tensor& boundary,
                                  at::Tensor& scores, at::Tensor& px_grad, at::Tensor& py_grad);
 #ifdef WAVETRAIN_LOSSES_WITH_CUDA

@@ -38,7 +38,7 @@ namespace {
 // pointers: inside Item::run GCC did not vectorise them): cell s has occupation g = gx[s] + gy[s];
 // term1 gets share[s] of it and term2 the rest (a NaN share sends nothing).
 template <typename T>
-inline void split_occupation_impl(const T* __restrict__ gx, const T* __restrict__ gy, const T* __restrict__ share,
+WAVETRAIN_VECTOR_INLINE void split_occupation_impl(const T* __restrict__ gx, const T* __restrict__ gy, const T* __restrict__ share,
                                   T* __restrict__ gx1, T* __restrict__ gy2, int64_t a, int64_t b) {
   const T tiny = std::numeric_limits<T>::min();
   for (int64_t s = a; s <= b; ++s) {
@@ -63,7 +63,7 @@ WAVETRAIN_VECTOR_KERNEL(void, split_occupation,
 
 // Forward over the cells s in [lo, hi] of one diagonal: out[s] = log_add(p1[s] + x1[s], p2[s] + y2[s]).
 template <typename T>
-inline void log_add_row_impl(const T* __restrict__ p1, const T* __restrict__ x1, const T* __restrict__ p2,
+WAVETRAIN_VECTOR_INLINE void log_add_row_impl(const T* __restrict__ p1, const T* __restrict__ x1, const T* __restrict__ p2,
                              const T* __restrict__ y2, T* __restrict__ out, int64_t lo, int64_t hi) {
   for (int64_t s = lo; s <= hi; ++s) out[s] = log_add(p1[s] + x1[s], p2[s] + y2[s]);
 }
@@ -83,7 +83,7 @@ WAVETRAIN_VECTOR_KERNEL(void, log_add_row,
 // instead of a second exp (the backward's exp was a quarter of the kernel's time). Returns whether
 // some p was not finite; those cells need k2's formula (share_where_not_finite).
 template <typename T>
-inline bool log_add_share_row_impl(const T* __restrict__ p1, const T* __restrict__ x1, const T* __restrict__ p2,
+WAVETRAIN_VECTOR_INLINE bool log_add_share_row_impl(const T* __restrict__ p1, const T* __restrict__ x1, const T* __restrict__ p2,
                                    const T* __restrict__ y2, T* __restrict__ out, T* __restrict__ share, int64_t lo,
                                    int64_t hi) {
   const T ninf = -std::numeric_limits<T>::infinity();

@@ -52,7 +52,7 @@ constexpr int64_t kStrip = 8;  // rows per strip: chains in flight together
 // Tc = Tmax + 1 cells per row; rows are (Tc + 1) columns of kLanes (the column -1 first). Returns
 // whether some cell's p is not finite.
 template <typename T>
-inline bool forward_strip_impl(T* R, const T* X, const T* Y, T* E, int64_t K, int64_t Tc, int64_t m) {
+WAVETRAIN_VECTOR_INLINE bool forward_strip_impl(T* R, const T* X, const T* Y, T* E, int64_t K, int64_t Tc, int64_t m) {
   const int64_t row = (Tc + 1) * kLanes;
   const T ninf = -std::numeric_limits<T>::infinity();
   // One flag per lane, ORed in memory: a horizontal OR per cell cost a tenth of the loop.
@@ -101,7 +101,7 @@ WAVETRAIN_VECTOR_KERNEL(bool, forward_strip,
 // row above). Branch-free over every cell, so that it vectorises: unreachable cells (p = -inf) are
 // common in pruned and modified lattices.
 template <typename T>
-inline void share_where_not_finite_impl(const T* R, const T* X, T* E, int64_t K, int64_t Tc, int64_t m) {
+WAVETRAIN_VECTOR_INLINE void share_where_not_finite_impl(const T* R, const T* X, T* E, int64_t K, int64_t Tc, int64_t m) {
   const T ninf = -std::numeric_limits<T>::infinity();
   const int64_t row = (Tc + 1) * kLanes;
   for (int64_t k = 0; k < K; ++k) {
@@ -130,7 +130,7 @@ WAVETRAIN_VECTOR_KERNEL(void, share_where_not_finite,
 // (a NaN share sends nothing). GX rows 0..K are s0-1..s0+K-1, GY rows 0..K-1 are s0..s0+K-1;
 // last: K rows of kLanes, the column of each lane's last cell in that row or -1.
 template <typename T>
-inline void backward_strip_impl(T* GX, T* GY, const T* E, const T* last, int64_t K, int64_t Tc, int64_t m) {
+WAVETRAIN_VECTOR_INLINE void backward_strip_impl(T* GX, T* GY, const T* E, const T* last, int64_t K, int64_t Tc, int64_t m) {
   const int64_t row = (Tc + 1) * kLanes;
   const T tiny = std::numeric_limits<T>::min();
   for (int64_t i = 0; i < Tc + K - 1; ++i) {

@@ -38,7 +38,7 @@ __attribute__((always_inline)) inline T row_max(const T* x, int64_t n) {
 }
 
 template <typename T>
-inline T row_logsumexp_impl(const T* x, int64_t n) {
+WAVETRAIN_VECTOR_INLINE T row_logsumexp_impl(const T* x, int64_t n) {
   // The sum in 8 fixed lanes, so that its loop vectorises.
   const T m = row_max(x, n);
   if (!(m > -std::numeric_limits<T>::infinity())) return m;  // all -inf (or NaN): as logsumexp
@@ -54,14 +54,14 @@ inline T row_logsumexp_impl(const T* x, int64_t n) {
 }
 
 template <typename T>
-inline void softmax_times_impl(const T* __restrict__ x, T lse, T g, T* __restrict__ out, int64_t n) {
+WAVETRAIN_VECTOR_INLINE void softmax_times_impl(const T* __restrict__ x, T lse, T g, T* __restrict__ out, int64_t n) {
   for (int64_t c = 0; c < n; ++c) out[c] = exp_nonpositive(x[c] - lse) * g;
 }
 
 // out = exp(x - max x), returning max x. A row of -inf, or with a NaN, gives NaN entries (as
 // exp(x - x.max()) does in ATen).
 template <typename T>
-inline T row_max_exp_impl(const T* __restrict__ x, int64_t n, T* __restrict__ out) {
+WAVETRAIN_VECTOR_INLINE T row_max_exp_impl(const T* __restrict__ x, int64_t n, T* __restrict__ out) {
   const T m = row_max(x, n);
   for (int64_t c = 0; c < n; ++c) out[c] = exp_nonpositive(x[c] - m);
   return m;
@@ -69,7 +69,7 @@ inline T row_max_exp_impl(const T* __restrict__ x, int64_t n, T* __restrict__ ou
 
 // out *= x
 template <typename T>
-inline void multiply_into_impl(T* __restrict__ out, const T* __restrict__ x, int64_t n) {
+WAVETRAIN_VECTOR_INLINE void multiply_into_impl(T* __restrict__ out, const T* __restrict__ x, int64_t n) {
   for (int64_t c = 0; c < n; ++c) out[c] *= x[c];
 }
 

@@ -8,24 +8,34 @@
 #include <cstring>
 #include <limits>
 
-// Loops over these functions are compiled twice on x86-64, for the baseline ISA (SSE2, 4 floats
-// per instruction) and for AVX2 + FMA (8 floats, and a multiply-add in one instruction and one
-// rounding), and each call picks the one the CPU has. Not target_clones: its "avx2" clone has no
-// FMA, which cost 15-25% here, and its "arch=" clones dispatch on the CPU model, not its features.
-// Elsewhere (ARM) the baseline build already has NEON and fused multiply-adds.
+// Loops over these functions are compiled three times on x86-64: for the baseline ISA (SSE2, 4
+// floats per instruction), for AVX2 + FMA (8 floats, and a multiply-add in one instruction and one
+// rounding), and for AVX-512 (F, VL, DQ, BW; 16 floats, GCC told to prefer 512-bit vectors, which
+// its default tuning does not); each call picks the best one the CPU has (vector_kernel_isa).
+// Not target_clones: its "avx2" clone has no FMA, which cost 15-25% here, and its "arch=" clones
+// dispatch on the CPU model, not its features. Elsewhere (ARM) the baseline build already has NEON
+// and fused multiply-adds.
 //
 // WAVETRAIN_VECTOR_KERNEL(RET, NAME, (PARAMS), (ARGS)) defines NAME(PARAMS), which runs
-// NAME_impl(ARGS) compiled both ways.
+// NAME_impl(ARGS) compiled each way.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(WAVETRAIN_NO_VECTOR_CLONES)
+#include "losses/mutual_information.h"  // VectorIsa
 namespace wavetrain::losses::detail {
-// Whether the CPU has AVX2 and FMA and the baseline is not forced (force_baseline_vector_kernels,
-// mutual_information.h); defined in vector_math.cpp.
-bool vector_kernels_use_avx2();
+// The best build the CPU runs, capped by cap_vector_kernels (mutual_information.h); vector_math.cpp.
+VectorIsa vector_kernel_isa();
 }  // namespace wavetrain::losses::detail
-#define WAVETRAIN_VECTOR_KERNEL(RET, NAME, PARAMS, ARGS)                                   \
-  __attribute__((target("avx2,fma"))) RET NAME##_avx2_fma PARAMS { return NAME##_impl ARGS; } \
-  RET NAME##_baseline PARAMS { return NAME##_impl ARGS; }                                  \
-  RET NAME PARAMS { return vector_kernels_use_avx2() ? NAME##_avx2_fma ARGS : NAME##_baseline ARGS; }
+#define WAVETRAIN_AVX512_TARGET "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma,prefer-vector-width=512"
+#define WAVETRAIN_VECTOR_KERNEL(RET, NAME, PARAMS, ARGS)                                            \
+  __attribute__((target(WAVETRAIN_AVX512_TARGET))) RET NAME##_avx512 PARAMS { return NAME##_impl ARGS; } \
+  __attribute__((target("avx2,fma"))) RET NAME##_avx2_fma PARAMS { return NAME##_impl ARGS; }     \
+  RET NAME##_baseline PARAMS { return NAME##_impl ARGS; }                                         \
+  RET NAME PARAMS {                                                                               \
+    switch (vector_kernel_isa()) {                                                                \
+      case VectorIsa::kAvx512: return NAME##_avx512 ARGS;                                         \
+      case VectorIsa::kAvx2Fma: return NAME##_avx2_fma ARGS;                                      \
+      default: return NAME##_baseline ARGS;                                                       \
+    }                                                                                             \
+  }
 #else
 #define WAVETRAIN_VECTOR_KERNEL(RET, NAME, PARAMS, ARGS) \
   RET NAME PARAMS { return NAME##_impl ARGS; }

@@ -68,6 +68,12 @@ INSTANTIATE_TEST_SUITE_P(Implementations, MiReference,
                                            Setting{MiImplementation::kPortable, at::kDouble, 1e-9}),
                          [](const auto& info) { return info.param.name(); });
 
+// The builds of the CPU kernels, best first; on a CPU without one, capping at it runs the next.
+const detail::VectorIsa kIsas[] = {detail::VectorIsa::kAvx512, detail::VectorIsa::kAvx2Fma, detail::VectorIsa::kBaseline};
+const char* isa_name(detail::VectorIsa isa) {
+  return isa == detail::VectorIsa::kAvx512 ? "avx512" : isa == detail::VectorIsa::kAvx2Fma ? "avx2" : "baseline";
+}
+
 // Random px, py and boundaries for the invariant tests.
 struct Problem {
   at::Tensor px, py, boundary;
@@ -101,11 +107,11 @@ TEST(MutualInformation, CpuKernelEqualsPortableOnLargerProblems) {
   }
 }
 
-// The CPU kernels run an AVX2 + FMA build where the CPU has one (this machine's case) and the
-// baseline ISA's build elsewhere: both against the portable implementation, float64 at 1e-12 and
-// float32 at 1e-5 (FMA rounds once where the baseline rounds twice), through autograd with a
-// negative scale (a sign the occupations then carry), and the share rule's -inf cells.
-TEST(MutualInformation, BaselineAndAvx2KernelsBothEqualPortable) {
+// The CPU kernels run the best build the CPU has (AVX-512, AVX2 + FMA, the baseline ISA): each that
+// this CPU runs against the portable implementation, float64 at 1e-12 and float32 at 1e-5 (FMA
+// rounds once where the baseline rounds twice), through autograd with a negative scale (a sign the
+// occupations then carry), and the share rule's -inf cells.
+TEST(MutualInformation, EveryIsaBuildOfTheKernelsEqualsPortable) {
   for (bool modified : {false, true}) {
     for (at::ScalarType dtype : {at::kDouble, at::kFloat}) {
       Problem p = random_problem(5, 17, 33, modified, dtype, 31);
@@ -113,10 +119,10 @@ TEST(MutualInformation, BaselineAndAvx2KernelsBothEqualPortable) {
       const MutualInformation reference =
           mutual_information_with_grad(p.px.to(at::kDouble), p.py.to(at::kDouble), p.boundary, MiImplementation::kPortable);
       const double tolerance = dtype == at::kDouble ? 1e-12 : 1e-5;
-      for (bool baseline : {false, true}) {
-        detail::force_baseline_vector_kernels(baseline);
-        const std::string what = std::string(modified ? "modified " : "regular ") + c10::toString(dtype) +
-                                 (baseline ? " baseline" : " avx2");
+      for (const detail::VectorIsa isa : kIsas) {
+        detail::cap_vector_kernels(isa);
+        const std::string what = std::string(modified ? "modified " : "regular ") + c10::toString(dtype) + " " +
+                                 isa_name(detail::vector_kernel_isa());
         const MutualInformation mi = mutual_information_with_grad(p.px, p.py, p.boundary, MiImplementation::kCpu);
         EXPECT_LE(max_relative_error(mi.scores.to(at::kDouble), reference.scores, 1e-30), tolerance) << what;
         EXPECT_LE(max_relative_error(mi.px_grad.to(at::kDouble), reference.px_grad), tolerance) << what;
@@ -126,7 +132,7 @@ TEST(MutualInformation, BaselineAndAvx2KernelsBothEqualPortable) {
         EXPECT_LE(max_relative_error(px.grad().to(at::kDouble), reference.px_grad * -0.5), tolerance) << what;
         EXPECT_LE(max_relative_error(py.grad().to(at::kDouble), reference.py_grad * -0.5), tolerance) << what;
       }
-      detail::force_baseline_vector_kernels(false);
+      detail::cap_vector_kernels(detail::VectorIsa::kAvx512);
     }
   }
 }
@@ -172,8 +178,8 @@ TEST(MutualInformation, LanesAndDiagonalsKernelsEqualPortable) {
       const at::Tensor odd_items = at::tensor(std::vector<int64_t>{5, 6});
       at::Tensor odd_px, odd_py;  // from the first kernel run
       for (bool lanes : {true, false}) {
-        for (bool baseline : {false, true}) {
-          detail::force_baseline_vector_kernels(baseline);
+        for (const detail::VectorIsa isa : kIsas) {
+          detail::cap_vector_kernels(isa);
           at::Tensor scores = at::empty({B}, p.px.options());
           at::Tensor px_grad = at::full_like(p.px, 7.0), py_grad = at::full_like(p.py, 7.0);  // every entry written
           if (lanes)
@@ -181,7 +187,7 @@ TEST(MutualInformation, LanesAndDiagonalsKernelsEqualPortable) {
           else
             detail::mutual_information_cpu_diagonals(p.px, p.py, p.boundary, scores, px_grad, py_grad);
           const std::string what = std::string(lanes ? "lanes " : "diagonals ") + (modified ? "modified " : "regular ") +
-                                   c10::toString(dtype) + (baseline ? " baseline" : " avx2");
+                                   c10::toString(dtype) + " " + isa_name(detail::vector_kernel_isa());
           EXPECT_LE(same(scores, reference.scores, 1e-30), tolerance) << what << "\n" << scores << reference.scores;
           EXPECT_LE(same(px_grad.index_select(0, finite_items), reference.px_grad.index_select(0, finite_items)),
                     tolerance)
@@ -204,7 +210,7 @@ TEST(MutualInformation, LanesAndDiagonalsKernelsEqualPortable) {
             detail::mutual_information_cpu_diagonals(p.px, p.py, p.boundary, alone, none_x, none_y);
           EXPECT_LE(same(alone, reference.scores, 1e-30), tolerance) << what;
         }
-        detail::force_baseline_vector_kernels(false);
+        detail::cap_vector_kernels(detail::VectorIsa::kAvx512);
       }
       // The problem is what it says: item 3 has unreachable cells, 5 and 6 non-finite scores.
       EXPECT_TRUE(std::isfinite(reference.scores[3].item<double>()));

@@ -128,15 +128,16 @@ TEST(RnntReference, FullLoss) {
   EXPECT_EQ(checked, 1);
 }
 
-// Also with the CPU kernels' baseline-ISA build (detail::force_baseline_vector_kernels), which a
-// CPU without AVX2 + FMA runs.
+// With each build of the CPU kernels this CPU can run (detail::cap_vector_kernels): AVX-512, AVX2 +
+// FMA and the baseline ISA's, which a CPU without AVX2 + FMA runs.
 TEST(RnntReference, PruneRangesAndPrunedLoss) {
   int checked = 0;
   for (const nlohmann::json& c : cases()) {
     if (c["kind"] != "pruned") continue;
-    for (const bool baseline : {false, true})
+    for (const detail::VectorIsa isa :
+         {detail::VectorIsa::kAvx512, detail::VectorIsa::kAvx2Fma, detail::VectorIsa::kBaseline})
     for (const Precision& p : kPrecisions) {
-      detail::force_baseline_vector_kernels(baseline);
+      detail::cap_vector_kernels(isa);
       const at::Tensor lm = json_tensor(c["lm"], p.dtype), am = json_tensor(c["am"], p.dtype);
       const at::Tensor symbols = json_tensor(c["symbols"], at::kLong);
       RnntOptions o;
@@ -154,7 +155,7 @@ TEST(RnntReference, PruneRangesAndPrunedLoss) {
       EXPECT_LE(max_relative_error(loss, json_tensor(c["pruned_loss"])), p.tolerance) << p.name << loss;
       loss.sum().backward();
       EXPECT_LE(max_relative_error(logits.grad(), json_tensor(c["pruned_logits_grad"])), p.tolerance) << p.name;
-      detail::force_baseline_vector_kernels(false);
+      detail::cap_vector_kernels(detail::VectorIsa::kAvx512);
     }
     ++checked;
   }
