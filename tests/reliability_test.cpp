@@ -140,13 +140,15 @@ TEST(Reliability, ResumeWaitsForALiveJobAndKeepsWhatItFinished) {
   const fs::path dir = fresh_reliability("orphan");
   ASSERT_EQ(wavetrain_in(dir, "train -m task=toy_regression trainer.max_steps=30 trainer.seed=1,2 run.multirun_dir=sweep").exit_code, 0);
   // As a launcher killed at once would leave it: job 1 "running", its run started over by a process
-  // of its own (that, unlike a launcher's child, does not die with anything).
+  // of its own (that, unlike a launcher's child, does not die with anything). Its steps are slowed
+  // so that it is still running when the resume looks: 7.5 s. With 3 s the test failed once under a
+  // parallel ctest (the output was lost); the likely cause is the resume's start-up outlasting it.
   nlohmann::json summary = reliability_json(dir / "sweep/summary.json");
   summary["jobs"][1]["status"] = "running";
   std::ofstream(dir / "sweep/summary.json") << summary.dump(2);
   fs::remove_all(dir / "sweep/1");
   const Result r = shell_in(dir,
-      "WAVETRAIN_FAULT_STEP_DELAY_MS=100 \"" WAVETRAIN_BINARY "\" train task=toy_regression trainer.max_steps=30 trainer.seed=2 "
+      "WAVETRAIN_FAULT_STEP_DELAY_MS=250 \"" WAVETRAIN_BINARY "\" train task=toy_regression trainer.max_steps=30 trainer.seed=2 "
       "run.dir=sweep/1 > orphan.log 2>&1 & "
       "for i in $(seq 200); do [ -f sweep/1/metrics.csv ] && break; sleep 0.05; done; "
       "\"" WAVETRAIN_BINARY "\" train -m --resume sweep; echo \"exit $?\"");
@@ -159,7 +161,7 @@ TEST(Reliability, ResumeWaitsForALiveJobAndKeepsWhatItFinished) {
   EXPECT_EQ(reliability_json(dir / "sweep/summary.json")["jobs"][1]["steps"], 30);
   // A run that a live process holds cannot be resumed by another.
   const Result held = shell_in(dir,
-      "WAVETRAIN_FAULT_STEP_DELAY_MS=50 \"" WAVETRAIN_BINARY "\" train task=toy_regression trainer.max_steps=40 run.dir=held > /dev/null 2>&1 & "
+      "WAVETRAIN_FAULT_STEP_DELAY_MS=150 \"" WAVETRAIN_BINARY "\" train task=toy_regression trainer.max_steps=40 run.dir=held > /dev/null 2>&1 & "
       "for i in $(seq 200); do [ -f held/metrics.csv ] && break; sleep 0.05; done; "
       "\"" WAVETRAIN_BINARY "\" train task=toy_regression trainer.max_steps=80 run.dir=held trainer.resume=last; echo \"exit $?\"; wait");
   EXPECT_NE(held.err.find("Cannot resume in 'held': another wavetrain process (pid "), std::string::npos) << held.err;
