@@ -40,17 +40,7 @@ namespace {
 template <typename T>
 WAVETRAIN_VECTOR_INLINE void split_occupation_impl(const T* __restrict__ gx, const T* __restrict__ gy, const T* __restrict__ share,
                                   T* __restrict__ gx1, T* __restrict__ gy2, int64_t a, int64_t b) {
-  const T tiny = std::numeric_limits<T>::min();
-  for (int64_t s = a; s <= b; ++s) {
-    const T g = gx[s] + gy[s];
-    const T e = share[s];
-    const bool ok = e == e;
-    const T g1 = ok ? e * g : T(0), g2 = ok ? (T(1) - e) * g : T(0);
-    // Occupations below the smallest normal number are flushed to 0: they are negligible, and
-    // subnormal numbers make every later product slow (the normaliser's matmul ran 3x slower).
-    gx1[s] = g1 < tiny ? T(0) : g1;
-    gy2[s] = g2 < tiny ? T(0) : g2;
-  }
+  for (int64_t s = a; s <= b; ++s) split_by_share(gx[s] + gy[s], share[s], gx1[s], gy2[s]);
 }
 WAVETRAIN_VECTOR_KERNEL(void, split_occupation,
                         (const float* gx, const float* gy, const float* share, float* gx1, float* gy2, int64_t a,

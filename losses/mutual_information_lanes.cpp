@@ -132,7 +132,6 @@ WAVETRAIN_VECTOR_KERNEL(void, share_where_not_finite,
 template <typename T>
 WAVETRAIN_VECTOR_INLINE void backward_strip_impl(T* GX, T* GY, const T* E, const T* last, int64_t K, int64_t Tc, int64_t m) {
   const int64_t row = (Tc + 1) * kLanes;
-  const T tiny = std::numeric_limits<T>::min();
   for (int64_t i = 0; i < Tc + K - 1; ++i) {
     // Row k (from the bottom, K-1) starts K-1-k steps late: cell t = Tc - 1 - (i - (K - 1 - k)).
     const int64_t k_lo = K - 1 - i > 0 ? K - 1 - i : 0, k_hi = (K - 1) + (Tc - 1) - i < K - 1 ? (K - 1) + (Tc - 1) - i : K - 1;
@@ -148,13 +147,7 @@ WAVETRAIN_VECTOR_INLINE void backward_strip_impl(T* GX, T* GY, const T* E, const
       const T tf = static_cast<T>(t);
 #pragma GCC ivdep
       for (int64_t l = 0; l < kLanes; ++l) {
-        const T g = gx[l] + gy[l] + (lk[l] == tf ? T(1) : T(0));
-        const T share = e[l];
-        const bool ok = share == share;
-        const T g1 = ok ? share * g : T(0), g2 = ok ? (T(1) - share) * g : T(0);
-        // Below the smallest normal number: 0 (negligible, and subnormals slow every later product).
-        gx1[l] = g1 < tiny ? T(0) : g1;
-        gy2[l] = g2 < tiny ? T(0) : g2;
+        split_by_share(gx[l] + gy[l] + (lk[l] == tf ? T(1) : T(0)), e[l], gx1[l], gy2[l]);
       }
     }
   }

@@ -29,6 +29,18 @@ using wavetrain::testing::json_tensor;
 using wavetrain::testing::load_json;
 using wavetrain::testing::max_relative_error;
 
+// What f throws as std::invalid_argument, or "no error".
+template <typename F>
+std::string invalid_argument_message(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return std::string(e.what());
+  }
+  return std::string("no error");
+}
+
+
 const nlohmann::json& cases() {
   static const nlohmann::json j = load_json(std::string(WAVETRAIN_TEST_DATA) + "/reference/mi_rnnt_vectors.json");
   return j["cases"];
@@ -313,25 +325,17 @@ TEST(RnntLoss, PruningInputsAreValidated) {
   const at::Tensor symbols = at::randint(1, C, {B, S}, at::kLong);
   at::Tensor ranges = at::zeros({B, T, 2}, at::kLong);
   ranges[1][2][1] = 4;
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  EXPECT_EQ(message([&] { do_rnnt_pruning(am, lm, ranges); }),
+  EXPECT_EQ(invalid_argument_message([&] { do_rnnt_pruning(am, lm, ranges); }),
             "do_rnnt_pruning: ranges[1][2][1] = 4 is outside [0, S] = [0, 3] (item 1's symbol positions)");
   RnntOptions o;
-  EXPECT_EQ(message([&] { rnnt_loss_pruned(at::randn({B, T, 2, C}), symbols, ranges, o); }),
+  EXPECT_EQ(invalid_argument_message([&] { rnnt_loss_pruned(at::randn({B, T, 2, C}), symbols, ranges, o); }),
             "get_rnnt_logprobs_pruned: ranges[1][2][1] = 4 is outside [0, S] = [0, 3] (item 1's symbol positions)");
   ranges[1][2][1] = -1;
-  EXPECT_EQ(message([&] { do_rnnt_pruning(am, lm, ranges); }),
+  EXPECT_EQ(invalid_argument_message([&] { do_rnnt_pruning(am, lm, ranges); }),
             "do_rnnt_pruning: ranges[1][2][1] = -1 is outside [0, S] = [0, 3] (item 1's symbol positions)");
   const RnntLossWithGrad simple = rnnt_loss_simple_with_grad(lm, am, symbols, o);
   const at::Tensor boundary = at::tensor(std::vector<int64_t>{0, 0, 3, 7, 0, 0, 3, 5}, at::kLong).view({2, 4});
-  EXPECT_EQ(message([&] { get_rnnt_prune_ranges(simple.px_grad, simple.py_grad, boundary, 2); }),
+  EXPECT_EQ(invalid_argument_message([&] { get_rnnt_prune_ranges(simple.px_grad, simple.py_grad, boundary, 2); }),
             "get_rnnt_prune_ranges: boundary of item 0 is [0, 0, 3, 7]; it needs 0 <= s_begin <= s_end <= S = 3 and "
             "0 <= t_begin <= t_end <= T = 5");
 }
@@ -403,22 +407,14 @@ TEST(RnntLoss, LmAndAmOfDifferentTypesAreRefusedNamingBoth) {
   const int64_t B = 2, T = 5, S = 3, C = 6;
   const at::Tensor lm = at::randn({B, S + 1, C}), am = at::randn({B, T, C});
   const at::Tensor symbols = at::randint(1, C, {B, S}, at::kLong);
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
   const RnntOptions o;
-  EXPECT_EQ(message([&] { rnnt_loss_simple(lm, am.to(at::kDouble), symbols, o); }),
+  EXPECT_EQ(invalid_argument_message([&] { rnnt_loss_simple(lm, am.to(at::kDouble), symbols, o); }),
             "get_rnnt_logprobs: lm and am must have one floating type (half and bfloat16 count as float), got lm "
             "Float and am Double");
-  EXPECT_EQ(message([&] { rnnt_loss_smoothed(lm.to(at::kDouble), am, symbols, 0.25, 0.0, o); }),
+  EXPECT_EQ(invalid_argument_message([&] { rnnt_loss_smoothed(lm.to(at::kDouble), am, symbols, 0.25, 0.0, o); }),
             "get_rnnt_logprobs_smoothed: lm and am must have one floating type (half and bfloat16 count as float), "
             "got lm Double and am Float");
-  EXPECT_EQ(message([&] { rnnt_loss_simple(lm.to(at::kLong), am, symbols, o); }),
+  EXPECT_EQ(invalid_argument_message([&] { rnnt_loss_simple(lm.to(at::kLong), am, symbols, o); }),
             "get_rnnt_logprobs: lm and am must have one floating type (half and bfloat16 count as float), got lm "
             "Long and am Float");
   // Half is computed in float32, so it mixes with float32 and gives float32's loss to half precision.
