@@ -16,11 +16,11 @@ namespace {
 constexpr int64_t kLanes = kTransposeLanes;
 
 template <typename T>
-void gather_lanes_scalar(const T* const* src, const int64_t* lo, const int64_t* hi, int64_t shift, T fill, T* dst,
-                         int64_t t_begin, int64_t t_end) {
+void gather_lanes_scalar(const T* const* src, const int64_t* hi, int64_t shift, T fill, T* dst, int64_t t_begin,
+                         int64_t t_end) {
   for (int64_t t = t_begin; t < t_end; ++t)
     for (int64_t l = 0; l < kLanes; ++l)
-      dst[t * kLanes + l] = src[l] != nullptr && lo[l] <= t && t < hi[l] ? src[l][t - shift] : fill;
+      dst[t * kLanes + l] = src[l] != nullptr && shift <= t && t < hi[l] ? src[l][t - shift] : fill;
 }
 // dst[l][t] = src[t * kLanes + l] for t in [0, hi[l]) (dst[l] == nullptr: none).
 template <typename T>
@@ -55,19 +55,19 @@ __attribute__((target("avx2"))) inline void transpose8x8(__m256* r) {
 
 // 8 columns at a time: 8 loads, the transpose, 8 contiguous stores, where the scalar loop does 64
 // loads and 64 stores (the layout changes were 40% of the kernel's time).
-__attribute__((target("avx2"))) void gather_lanes_avx2(const float* const* src, const int64_t* lo, const int64_t* hi,
-                                                        int64_t shift, float fill, float* dst, int64_t Tc) {
+__attribute__((target("avx2"))) void gather_lanes_avx2(const float* const* src, const int64_t* hi, int64_t shift,
+                                                        float fill, float* dst, int64_t Tc) {
   int64_t t0 = 0;
   for (; t0 + 8 <= Tc; t0 += 8) {
     __m256 r[8];
     for (int64_t l = 0; l < kLanes; ++l) {
-      if (src[l] != nullptr && lo[l] <= t0 && t0 + 8 <= hi[l]) {
+      if (src[l] != nullptr && shift <= t0 && t0 + 8 <= hi[l]) {
         r[l] = _mm256_loadu_ps(src[l] + (t0 - shift));
       } else {
         alignas(32) float v[8];
         for (int64_t j = 0; j < 8; ++j) {
           const int64_t t = t0 + j;
-          v[j] = src[l] != nullptr && lo[l] <= t && t < hi[l] ? src[l][t - shift] : fill;
+          v[j] = src[l] != nullptr && shift <= t && t < hi[l] ? src[l][t - shift] : fill;
         }
         r[l] = _mm256_load_ps(v);
       }
@@ -75,7 +75,7 @@ __attribute__((target("avx2"))) void gather_lanes_avx2(const float* const* src, 
     transpose8x8(r);
     for (int64_t j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (t0 + j) * kLanes, r[j]);
   }
-  gather_lanes_scalar(src, lo, hi, shift, fill, dst, t0, Tc);
+  gather_lanes_scalar(src, hi, shift, fill, dst, t0, Tc);
 }
 
 __attribute__((target("avx2"))) void scatter_lanes_avx2(const float* src, float* const* dst, const int64_t* hi,
@@ -102,16 +102,14 @@ __attribute__((target("avx2"))) void scatter_lanes_avx2(const float* src, float*
 
 }  // namespace
 
-void gather_lanes(const float* const* src, const int64_t* lo, const int64_t* hi, int64_t shift, float fill, float* dst,
-                  int64_t Tc) {
+void gather_lanes(const float* const* src, const int64_t* hi, int64_t shift, float fill, float* dst, int64_t Tc) {
 #ifdef WAVETRAIN_LANES_AVX2
-  if (vector_kernel_isa() >= VectorIsa::kAvx2Fma) return gather_lanes_avx2(src, lo, hi, shift, fill, dst, Tc);
+  if (vector_kernel_isa() >= VectorIsa::kAvx2Fma) return gather_lanes_avx2(src, hi, shift, fill, dst, Tc);
 #endif
-  gather_lanes_scalar(src, lo, hi, shift, fill, dst, 0, Tc);
+  gather_lanes_scalar(src, hi, shift, fill, dst, 0, Tc);
 }
-void gather_lanes(const double* const* src, const int64_t* lo, const int64_t* hi, int64_t shift, double fill,
-                  double* dst, int64_t Tc) {
-  gather_lanes_scalar(src, lo, hi, shift, fill, dst, 0, Tc);
+void gather_lanes(const double* const* src, const int64_t* hi, int64_t shift, double fill, double* dst, int64_t Tc) {
+  gather_lanes_scalar(src, hi, shift, fill, dst, 0, Tc);
 }
 void scatter_lanes(const float* src, float* const* dst, const int64_t* hi, int64_t Tc) {
 #ifdef WAVETRAIN_LANES_AVX2

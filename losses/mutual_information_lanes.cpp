@@ -30,10 +30,8 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <limits>
-#include <numeric>
 #include <vector>
 
 #include "losses/lane_transpose.h"
@@ -201,20 +199,18 @@ struct Group {
         // Everything else reads 0.
         const T* xs[kLanes];
         const T* ys[kLanes];
-        int64_t xlo[kLanes], ylo[kLanes], hi[kLanes];
+        int64_t hi[kLanes];
         for (int64_t l = 0; l < kLanes; ++l) {
           const Box* b = l < n ? &lanes[l] : nullptr;
           const bool in = b != nullptr && s <= b->S();
           xs[l] = in && s >= 1 ? px + (b->item * S + b->sb + s - 1) * T1 + b->tb : nullptr;
           ys[l] = in ? py + (b->item * (S + 1) + b->sb + s) * Tn + b->tb : nullptr;
-          xlo[l] = m;
-          ylo[l] = 1;
           hi[l] = in ? b->T() + 1 : 0;
         }
         T* xr = &X[k * row];
-        gather_lanes(xs, xlo, hi, m, T(0), xr + kLanes, Tc);
+        gather_lanes(xs, hi, m, T(0), xr + kLanes, Tc);
         if (m == 1) std::fill(xr + kLanes, xr + 2 * kLanes, ninf);
-        gather_lanes(ys, ylo, hi, int64_t{1}, T(0), &Y[k * row] + kLanes, Tc);
+        gather_lanes(ys, hi, int64_t{1}, T(0), &Y[k * row] + kLanes, Tc);
       }
       for (int64_t k = 0; k < K; ++k) {
         // The virtual predecessor of (s, 0) through py: 0 for s = 0, -inf below.

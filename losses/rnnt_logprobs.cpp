@@ -6,6 +6,7 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <limits>
 
 namespace wavetrain::losses::detail {
@@ -213,12 +214,8 @@ struct RepeatRows : public torch::autograd::Function<RepeatRows> {
         for (int64_t i = begin; i < end; ++i) {
           scalar_t* __restrict__ o = out + i * C;
           const scalar_t* __restrict__ x = g + i * R * C;
-          if (R == 0) {
-            std::fill(o, o + C, scalar_t(0));
-            continue;
-          }
-          for (int64_t c = 0; c < C; ++c) o[c] = x[c];
-          for (int64_t r = 1; r < R; ++r)
+          std::fill(o, o + C, scalar_t(0));
+          for (int64_t r = 0; r < R; ++r)
             for (int64_t c = 0; c < C; ++c) o[c] += x[r * C + c];
         }
       });

@@ -116,13 +116,6 @@ at::Tensor fix_for_boundary(const at::Tensor& px, const std::optional<at::Tensor
   return px.scatter(2, index, kNegInf);
 }
 
-// The last step shared by every get_rnnt_logprobs*: -inf after each item's last frame (regular) or
-// the blank folded into the symbol (constrained).
-RnntLogprobs finish(at::Tensor px, const at::Tensor& py, const std::optional<at::Tensor>& boundary, RnntType type) {
-  if (type == RnntType::kRegular) px = fix_for_boundary(px, boundary);
-  if (type == RnntType::kConstrained) px = px + py.narrow(1, 1, px.size(1));
-  return {px, py};
-}
 
 // k2's delay penalty: px[b][s][t] += delay_penalty * ((T_b - 1) / 2 - t), rewarding early symbols.
 at::Tensor penalize_delay(const at::Tensor& px, const std::optional<at::Tensor>& boundary, RnntType type,
@@ -209,6 +202,16 @@ at::Tensor regular_px_ends(const at::Tensor& px, const std::optional<at::Tensor>
   return fix_for_boundary(append ? append_neg_inf_column(px) : px, boundary);
 }
 
+// The last step shared by every get_rnnt_logprobs*, px [B][S][T] (or [B][S][T+1] with its end
+// column already there): regular, the -inf column at T and -inf after each item's last frame;
+// constrained, the blank folded into the symbol.
+RnntLogprobs finish(const at::Tensor& px, const at::Tensor& py, const std::optional<at::Tensor>& boundary,
+                    RnntType type, bool has_end_column = false) {
+  if (type == RnntType::kRegular) return {regular_px_ends(px, boundary, !has_end_column), py};
+  if (type == RnntType::kConstrained) return {px + py.narrow(1, 1, px.size(1)), py};
+  return {px, py};
+}
+
 struct LmAm {
   int64_t B, S, T, C;
 };
@@ -257,7 +260,6 @@ RnntLogprobs get_rnnt_logprobs(const at::Tensor& lm_in, const at::Tensor& am_in,
                                int64_t termination_symbol, const std::optional<at::Tensor>& boundary, RnntType type) {
   check_lm_am("get_rnnt_logprobs", lm_in, am_in, symbols, termination_symbol, boundary, type);
   auto [px, py] = detail::symbol_logprobs(lifted(lm_in), lifted(am_in), symbols, termination_symbol);
-  if (type == RnntType::kRegular) return {regular_px_ends(px, boundary, true), py};  // [B][S][T+1], -inf at T
   return finish(px, py, boundary, type);
 }
 
@@ -304,7 +306,6 @@ RnntLogprobs get_rnnt_logprobs_smoothed(const at::Tensor& lm_in, const at::Tenso
   }
   // k2 replaces a zero scale by 1e-20 to keep -inf * 0 out; here a zero-weighted part is skipped
   // (its contribution would be 1e-20 of a log-probability) and the -inf column is added last.
-  if (type == RnntType::kRegular) return {regular_px_ends(px_interp, boundary, true), py_interp};
   return finish(px_interp, py_interp, boundary, type);
 }
 
@@ -429,8 +430,7 @@ RnntLogprobs get_rnnt_logprobs_pruned(const at::Tensor& logits_in, const at::Ten
   if (logits.device().is_cpu()) {  // computed in place, one pass per row (rnnt_logprobs.h)
     const auto [px, py] = detail::pruned_logprobs_placed(logits, pruned_symbols, shifts, S, termination_symbol,
                                                          type == RnntType::kRegular);
-    if (type == RnntType::kRegular) return {regular_px_ends(px, boundary, false), py};
-    return finish(px, py, boundary, type);
+    return finish(px, py, boundary, type, /*has_end_column=*/type == RnntType::kRegular);
   }
   auto place = [&](const at::Tensor& v) {  // [B][T][s_range] -> [B][T][S+1]
     const at::Tensor padded = at::cat({v, at::full({B, T, S + 1 - s_range}, kNegInf, v.options())}, 2);
@@ -438,9 +438,8 @@ RnntLogprobs get_rnnt_logprobs_pruned(const at::Tensor& logits_in, const at::Ten
     return at::gather(padded, 2, index);
   };
   const auto [px_values, py_values] = detail::pruned_logprobs(logits, pruned_symbols, termination_symbol);
-  at::Tensor px = place(px_values).narrow(2, 0, S).permute({0, 2, 1});  // [B][S][T]
-  if (type == RnntType::kRegular) px = append_neg_inf_column(px);
-  const at::Tensor py = place(py_values).permute({0, 2, 1});  // [B][S+1][T]
+  const at::Tensor px = place(px_values).narrow(2, 0, S).permute({0, 2, 1});  // [B][S][T]
+  const at::Tensor py = place(py_values).permute({0, 2, 1});                   // [B][S+1][T]
   return finish(px, py, boundary, type);
 }
 
@@ -469,7 +468,6 @@ RnntLogprobs get_rnnt_logprobs_joint(const at::Tensor& logits_in, const at::Tens
       detail::pruned_logprobs(logits, with_blank.unsqueeze(1).expand({B, T, S + 1}), termination_symbol);
   const at::Tensor px = px_values.narrow(2, 0, S).permute({0, 2, 1});  // [B][S][T]
   const at::Tensor py = py_values.permute({0, 2, 1});                   // [B][S+1][T]
-  if (type == RnntType::kRegular) return {regular_px_ends(px, boundary, true), py};
   return finish(px, py, boundary, type);
 }
 

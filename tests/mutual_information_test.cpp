@@ -141,8 +141,8 @@ TEST(MutualInformation, EveryIsaBuildOfTheKernelsEqualsPortable) {
 // directly, against the portable implementation: 11 items (a group of 8 lanes and a part-filled
 // one), boxes of every kind (offset, empty in S or in T or both, the full lattice), -inf entries
 // (an unreachable region in item 3: a p of -inf inside the box; item 8 has no path at all), +inf
-// in item 5 and NaN in item 6 (k2's share rule where p is +inf or NaN), both ISA builds, float64
-// and float32.
+// in item 5 and NaN in item 6 (k2's share rule where p is +inf or NaN), every ISA build the CPU has,
+// float64 and float32.
 TEST(MutualInformation, LanesAndDiagonalsKernelsEqualPortable) {
   const double inf = std::numeric_limits<double>::infinity();
   for (bool modified : {false, true}) {
