@@ -95,7 +95,8 @@ TEST(AsrDecode, BeamOneIsGreedyAndBatchedEqualsAlone) {
 }
 
 // Decoding on the CPU computes the predictor and the joiner without the modules (decode.cpp): the
-// same tokens as a greedy search written here with the modules alone, one utterance at a time.
+// same tokens as a greedy search written here with the modules alone, one utterance at a time,
+// with one token per frame (icefall's default) and with up to two (the ASR recipe's).
 TEST(AsrDecode, CpuPathsEqualTheModules) {
   asr::Transducer m = small_model(12);
   {
@@ -103,23 +104,32 @@ TEST(AsrDecode, CpuPathsEqualTheModules) {
     m->joiner->named_parameters()["output.weight"].mul_(20);
   }
   const at::Tensor enc = at::randn({3, 40, 128}) * 3, lengths = at::tensor({40, 22, 31}, at::kLong);
-  const std::vector<asr::Hypothesis> fast = asr::greedy_search(*m, enc, lengths);
-  at::NoGradGuard no_grad;
-  int64_t emitted = 0;
-  for (int64_t b = 0; b < 3; ++b) {
-    std::vector<int> tokens;
-    std::vector<int64_t> context = {0, 0};
-    for (int64_t t = 0; t < lengths[b].item<int64_t>(); ++t) {
-      const at::Tensor pred = m->joiner->project_predictor(m->predictor->forward(at::tensor(context, at::kLong).view({1, 2}), false));
-      const int y = static_cast<int>(m->joiner->forward(m->joiner->project_encoder(enc[b][t]), pred.view({-1})).argmax().item<int64_t>());
-      if (y == 0) continue;
-      tokens.push_back(y);
-      context = {context[1], y};
+  for (int per_frame : {1, 2}) {
+    const std::vector<asr::Hypothesis> fast = asr::greedy_search(*m, enc, lengths, per_frame);
+    at::NoGradGuard no_grad;
+    int64_t emitted = 0, second = 0;  // tokens, and tokens that were their frame's second
+    for (int64_t b = 0; b < 3; ++b) {
+      std::vector<int> tokens, frames;
+      std::vector<int64_t> context = {0, 0};
+      for (int64_t t = 0; t < lengths[b].item<int64_t>(); ++t)
+        for (int k = 0; k < per_frame; ++k) {
+          const at::Tensor pred = m->joiner->project_predictor(m->predictor->forward(at::tensor(context, at::kLong).view({1, 2}), false));
+          const int y = static_cast<int>(m->joiner->forward(m->joiner->project_encoder(enc[b][t]), pred.view({-1})).argmax().item<int64_t>());
+          if (y == 0) break;
+          tokens.push_back(y);
+          frames.push_back(static_cast<int>(t));
+          context = {context[1], y};
+          second += k;
+        }
+      EXPECT_EQ(fast[static_cast<size_t>(b)].tokens, tokens) << b << " " << per_frame;
+      EXPECT_EQ(fast[static_cast<size_t>(b)].frames, frames) << b << " " << per_frame;
+      emitted += static_cast<int64_t>(tokens.size());
     }
-    EXPECT_EQ(fast[static_cast<size_t>(b)].tokens, tokens) << b;
-    emitted += static_cast<int64_t>(tokens.size());
+    EXPECT_GT(emitted, 20) << per_frame;
+    if (per_frame == 2) {
+      EXPECT_GT(second, 3);  // the second token of a frame is exercised
+    }
   }
-  EXPECT_GT(emitted, 20);
 }
 
 TEST(AsrDecode, OptionsAreChecked) {
