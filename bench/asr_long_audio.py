@@ -51,9 +51,11 @@ def sclite(refs, hyps, work, name):  # {id: words}: (errors, words) as sclite co
     return s + d + i, c + s + d
 
 
-wavetrain_run("eval", run, "--split", split)
+evaluated = wavetrain_run("eval", run, "--split", split).stdout
+# The recogs file it wrote (named by the run's decoding settings, e.g. greedy_search-max-sym-per-frame-2).
+recogs = re.search(r"^written: (.*/recogs-[^/]*\.txt)$", evaluated, re.M)[1]
 pieces = {}
-for line in open(f"{run}/recogs-{split}-greedy_search.txt"):
+for line in open(recogs):
     m = re.match(r"^(.*):\t(ref|hyp)=\[(.*)\]$", line.rstrip("\n"))
     words = re.findall(r"'([^']*)'|\"([^\"]*)\"", m[3])
     pieces.setdefault(m[1], {})[m[2]] = [a or b for a, b in words]

@@ -64,7 +64,7 @@ void run_asr_eval(Task& task, const config::Config& cfg, const at::Device& devic
   options.decoding = asr_task.decoding();  // decoding.* as the task read and checked them
   options.batch_size = cfg.get_int("trainer.batch_size", 32);
   asr::AsrEvalResult r = asr::evaluate_asr(task, device, amp, options);
-  // An average's files beside the single checkpoint's, as icefall names them (greedy_search-avg-5).
+  // An average's files beside the single checkpoint's, as icefall names them (greedy_search-max-sym-per-frame-2-avg-5).
   if (avg > 1) r.method += "-avg-" + std::to_string(avg);
   const std::vector<std::string> files = asr::write_asr_eval_files(run_dir, r);
   std::cout << checkpoint << " (step " << step << "), split " << r.split << ", " << r.method

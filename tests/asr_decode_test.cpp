@@ -148,5 +148,15 @@ TEST(AsrDecode, OptionsAreChecked) {
   EXPECT_THROW(asr::greedy_search(*m, at::randn({1, 2, 128}), at::tensor({3}, at::kLong)), std::invalid_argument);
 }
 
+// Result files are named by the method and the one setting that changes its output (icefall's names).
+TEST(AsrDecode, SettingsLabelNamesTheSettingThatMatters) {
+  asr::DecodingOptions o;
+  o.max_symbols_per_frame = 3;
+  o.beam = 7;  // not greedy search's
+  EXPECT_EQ(o.settings_label(), "greedy_search-max-sym-per-frame-3");
+  o.method = "modified_beam_search";
+  EXPECT_EQ(o.settings_label(), "modified_beam_search-beam-size-7");
+}
+
 }  // namespace
 }  // namespace wavetrain

@@ -27,7 +27,8 @@ AsrEvalResult evaluate_asr(Task& task, const at::Device& device, const AmpPolicy
   decoding.unk_id = asr->tokenizer().unk_id();  // whatever the caller set: the tokenizer decides
   AsrEvalResult out;
   out.split = asr->validation_split();
-  out.method = decoding.method;
+  out.method = decoding.settings_label();
+  out.decoding = decoding;
   const int64_t n = task.size(Split::Validation);
   out.results.resize(static_cast<size_t>(n));
   out.speakers.resize(static_cast<size_t>(n));
@@ -110,6 +111,8 @@ std::vector<std::string> write_asr_eval_files(const std::string& dir, const AsrE
   const WordErrors& t = result.stats.total;
   j["split"] = result.split;
   j["method"] = result.method;
+  j["decoding"] = {{"method", result.decoding.method}, {"beam", result.decoding.beam},
+                   {"max_sym_per_frame", result.decoding.max_symbols_per_frame}};
   j["wer"] = 100.0 * t.rate();
   j["errors"] = {{"insertions", t.insertions}, {"deletions", t.deletions}, {"substitutions", t.substitutions}, {"words", t.reference_words}};
   for (const auto& [speaker, w] : result.by_speaker)

@@ -1,10 +1,11 @@
 // Evaluating an ASR model on one split of its store (`wavetrain eval RUN --split NAME`): decode
 // every utterance (decode.h), score it as sclite does (wer.h), and write icefall's files to the
-// run directory:
-//   recogs-{split}-{method}.txt   every utterance's reference and hypothesis words
-//   errs-{split}-{method}.txt     WER, error counts, per-utterance alignment, top errors, per word
-//   wer-summary-{split}.txt       "settings\tWER", one line per decoding method evaluated, best first
-//   asr-eval-{split}-{method}.json the counts, WER per voice (by_speaker: the store's voice, else speaker), decoding speed
+// run directory, where {settings} is the method and its setting (DecodingOptions::settings_label:
+// greedy_search-max-sym-per-frame-2, modified_beam_search-beam-size-4; an average adds -avg-N):
+//   recogs-{split}-{settings}.txt   every utterance's reference and hypothesis words
+//   errs-{split}-{settings}.txt     WER, error counts, per-utterance alignment, top errors, per word
+//   wer-summary-{split}.txt         "settings\tWER", one line per settings evaluated, best first
+//   asr-eval-{split}-{settings}.json the counts, WER per voice (by_speaker: the store's voice, else speaker), decoding speed
 // Each file is written whole (atomic rename); an evaluation that fails writes nothing.
 #pragma once
 
@@ -27,7 +28,9 @@ struct AsrEvalOptions {
 };
 
 struct AsrEvalResult {
-  std::string split, method;
+  std::string split;
+  std::string method;        // the settings label the files are named by (see above)
+  DecodingOptions decoding;  // what decoded it
   std::vector<Recognition> results;  // in the store's order
   std::vector<std::string> speakers;  // per result: its voice ("engine:voice"), else its speaker; "" where the store has neither
   std::vector<int64_t> samples;       // per result, 16 kHz

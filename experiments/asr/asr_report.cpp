@@ -28,8 +28,13 @@ using plot::read_text;
 using plot::Series;
 using report_html::wav_data_url;
 
-// The two searches first, then any other evaluation named in the run (an average: greedy_search-avg-5).
-const std::vector<std::string> kSearches = {"greedy_search", "modified_beam_search"};
+// Columns: greedy search's settings first, then beam search's, then anything else a summary names
+// (an average: greedy_search-max-sym-per-frame-2-avg-5 sorts with greedy search).
+int column_rank(const std::string& settings) {
+  if (settings.rfind("greedy_search", 0) == 0) return 0;
+  if (settings.rfind("modified_beam_search", 0) == 0) return 1;
+  return 2;
+}
 const std::vector<std::string> kPalette = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
 
 // split -> method -> WER, from every wer-summary-{split}.txt in the run directory.
@@ -86,10 +91,13 @@ std::pair<std::string, std::string> write_asr_report(const std::string& run_dir,
                                                      const AsrEvalResult& result, const AsrEvaluation& task, const AsrReportOptions& options) {
   // WER per split and method, and per voice, over every evaluation so far.
   const auto by_split = summaries(run_dir);
-  std::vector<std::string> columns = kSearches;  // every method evaluated, the two searches first
+  std::vector<std::string> columns;  // every settings label evaluated, greedy search's first
   for (const auto& [split, methods] : by_split)
     for (const auto& [method, wer] : methods)
       if (std::find(columns.begin(), columns.end(), method) == columns.end()) columns.push_back(method);
+  std::stable_sort(columns.begin(), columns.end(), [](const std::string& a, const std::string& b) {
+    return column_rank(a) != column_rank(b) ? column_rank(a) < column_rank(b) : a < b;
+  });
   std::vector<std::string> colours;
   for (size_t m = 0; m < columns.size(); ++m) colours.push_back(kPalette[m % kPalette.size()]);
   std::vector<std::string> splits;

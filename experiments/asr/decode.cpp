@@ -206,6 +206,11 @@ void DecodingOptions::validate() const {
     throw std::invalid_argument("decoding.max_sym_per_frame must be >= 1, got " + std::to_string(max_symbols_per_frame));
 }
 
+std::string DecodingOptions::settings_label() const {
+  if (method == "modified_beam_search") return method + "-beam-size-" + std::to_string(beam);
+  return method + "-max-sym-per-frame-" + std::to_string(max_symbols_per_frame);
+}
+
 std::vector<Hypothesis> greedy_search(TransducerImpl& model, const at::Tensor& encoder_out, const at::Tensor& lengths,
                                       int max_symbols_per_frame, int unk_id) {
   if (max_symbols_per_frame < 1)

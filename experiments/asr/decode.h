@@ -42,6 +42,10 @@ struct DecodingOptions {
   int max_symbols_per_frame = 1;
   int unk_id = -1;  // a token decoding never emits (icefall's <unk>); -1: none
   void validate() const;  // throws std::invalid_argument naming the decoding.* key
+  // The method and the one setting that changes its output, as icefall's decode.py puts them in its
+  // file names: "greedy_search-max-sym-per-frame-2", "modified_beam_search-beam-size-4". Evaluations
+  // with different settings are written to different files, not over each other.
+  std::string settings_label() const;
 };
 
 std::vector<Hypothesis> greedy_search(TransducerImpl& model, const at::Tensor& encoder_out, const at::Tensor& lengths,
