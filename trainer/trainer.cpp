@@ -15,6 +15,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "trainer/ahead_thread.h"
 #include "trainer/callbacks/builtin.h"
 #include "trainer/config/yaml_io.h"
 #include "trainer/grad_scaler.h"
@@ -154,8 +155,15 @@ class FitLoop {
     if (static_cast<int64_t>(order_.size()) != n_train_)
       throw std::logic_error("task " + o_.task + ": train_order gave " + std::to_string(order_.size()) +
                              " items for a training split of " + std::to_string(n_train_));
-    // With a task that allows it, batch b + 1 is made on a second thread while batch b trains.
+    // With a task that allows it, batch b + 1 is made on a second thread while batch b trains. A
+    // batch being made when the loop leaves early (stop, error) is waited for, not abandoned.
     std::future<std::vector<Batch>> ahead;
+    struct WaitAtExit {
+      std::future<std::vector<Batch>>& f;
+      ~WaitAtExit() {
+        if (f.valid()) f.wait();
+      }
+    } wait_at_exit{ahead};
     int64_t ahead_number = -1;
     double loss = NAN;
     bool window_bad = false;  // a non-finite loss in this accumulation window (no scaler to catch it)
@@ -171,7 +179,8 @@ class FitLoop {
       data_wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
       if (task_->prefetch_batches() && b + 1 < batches) {
         ahead_number = b + 1;
-        ahead = std::async(std::launch::async, [this, b] { return make_parts(b + 1); });
+        if (!ahead_thread_) ahead_thread_ = std::make_unique<AheadThread<std::vector<Batch>>>();
+        ahead = ahead_thread_->submit([this, b] { return make_parts(b + 1); });
       }
       Metrics logged;
       if (sync_ && b + 1 == window_start + window) sync_->arm();  // the window's last backward
@@ -486,6 +495,9 @@ class FitLoop {
   int64_t last_validation_step_ = -1;
   int64_t skipped_steps_ = 0;
   double data_wait_seconds_ = 0;  // the loop waited for its batches (made in line, or the prefetch not ready)
+  // Makes the next batch (ahead_thread.h: one thread for the whole fit, not one per batch). Last, so
+  // that it ends, after the job it is running, before the members that job reads.
+  std::unique_ptr<AheadThread<std::vector<Batch>>> ahead_thread_;
 };
 
 }  // namespace
