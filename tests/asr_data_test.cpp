@@ -9,8 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "data/hdf5_store.h"
+#include "experiments/asr/audio_cache.h"
 #include "experiments/asr/corpus_synth.h"
 #include "experiments/asr/sentences.h"
 #include "experiments/asr/tokenizer.h"
@@ -365,4 +367,49 @@ TEST(AsrCli, SynthThenBpe) {
   r = wavetrain::testing::run_shell("'" WAVETRAIN_BINARY "' data asr-bpe '" + dir.string() + "/corpus/corpus.h5' --vocab 4000");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("corpus.h5: cannot train a 4000-piece unigram tokenizer"), std::string::npos) << r.err;
+}
+
+// Decoded audio kept until the budget is spent: the same values as the store's, the kept items
+// handed out again without a read (the same tensor), the first that does not fit closes the cache,
+// and two threads reading at once get equal audio.
+TEST(AsrAudioCache, KeepsDecodedItemsWithinItsBudget) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("wavetrain_audio_cache_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  {
+    wavetrain::data::DatasetWriter w((dir / "s.h5").string());
+    for (int i = 0; i < 6; ++i) w.add("train", {{"audio", at::arange(1000 * (i + 1), at::kFloat) / 1000.0 + i}});
+    w.add("dev", {{"audio", at::full({500}, 0.25f)}});
+    w.finish();
+  }
+  const auto store = std::make_shared<wavetrain::data::DatasetReader>((dir / "s.h5").string());
+  // Items 0, 1 and 2 hold 1000, 2000 and 3000 floats: 24,000 bytes; item 3's 16,000 more do not fit.
+  asr::AudioCache cache(store, 30000);
+  for (int round = 0; round < 2; ++round)
+    for (int i = 0; i < 6; ++i) {
+      const at::Tensor a = cache.audio("train", i);
+      EXPECT_TRUE(at::equal(a, store->field("train", "audio", i))) << i;
+      const bool kept = i < 3;
+      EXPECT_EQ(a.data_ptr() == cache.audio("train", i).data_ptr(), kept) << i;
+    }
+  EXPECT_EQ(cache.items(), 3);
+  EXPECT_EQ(cache.bytes(), 24000);
+  // Closed: a small item read now is not kept either.
+  EXPECT_TRUE(at::equal(cache.audio("dev", 0), at::full({500}, 0.25f)));
+  EXPECT_EQ(cache.items(), 3);
+
+  asr::AudioCache shared(store, 1 << 20);
+  std::vector<at::Tensor> got(12);
+  std::thread other([&] {
+    for (int i = 0; i < 6; ++i) got[static_cast<size_t>(6 + i)] = shared.audio("train", i);
+  });
+  for (int i = 0; i < 6; ++i) got[static_cast<size_t>(i)] = shared.audio("train", i);
+  other.join();
+  for (int i = 0; i < 6; ++i) EXPECT_TRUE(at::equal(got[static_cast<size_t>(i)], got[static_cast<size_t>(6 + i)])) << i;
+  EXPECT_EQ(shared.items(), 6);
+  EXPECT_EQ(shared.bytes(), 4 * 1000 * (1 + 2 + 3 + 4 + 5 + 6));
+  asr::AudioCache off(store, 0);
+  EXPECT_NE(off.audio("train", 0).data_ptr(), off.audio("train", 0).data_ptr());
+  EXPECT_EQ(off.items(), 0);
+  fs::remove_all(dir);
 }

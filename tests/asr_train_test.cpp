@@ -102,6 +102,18 @@ TEST(AsrTrain, AFewStepsLowerTheLossAndAKilledRunResumesBitwise) {
   ASSERT_EQ(resumed.model.size(), whole.model.size());
   for (size_t i = 0; i < whole.model.size(); ++i)
     EXPECT_TRUE(at::equal(resumed.model[i].second, whole.model[i].second)) << whole.model[i].first;
+  // Audio read from the store every time (asr.cache_audio_mb=0) trains the same run as the audio
+  // decoded once and kept (the default): nothing downstream writes into the kept tensors.
+  r = wavetrain_in(dir, common + "run.dir=uncached asr.cache_audio_mb=0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const wavetrain::TrainingState uncached = wavetrain::Checkpoint::load((dir / "uncached/checkpoints/last.ckpt").string());
+  ASSERT_EQ(uncached.model.size(), whole.model.size());
+  for (size_t i = 0; i < whole.model.size(); ++i)
+    EXPECT_TRUE(at::equal(uncached.model[i].second, whole.model[i].second)) << whole.model[i].first;
+  r = wavetrain_in(dir, common + "run.dir=bad_cache asr.cache_audio_mb=-1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("asr.cache_audio_mb must be >= 0 (0: off), got -1"), std::string::npos) << r.err;
+
   // With the CTC head, its loss joins in and is logged.
   r = wavetrain_in(dir, common + "run.dir=ctc trainer.max_epochs=1 model.ctc_head=true asr.loss.ctc_scale=0.2");
   ASSERT_EQ(r.exit_code, 0) << r.err;

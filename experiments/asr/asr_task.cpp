@@ -31,6 +31,7 @@
 #include "data/audio_io.h"
 #include "data/fbank.h"
 #include "data/hdf5_store.h"
+#include "experiments/asr/audio_cache.h"
 #include "experiments/asr/augment.h"
 #include "experiments/asr/corpus_synth.h"
 #include "experiments/asr/seeding.h"
@@ -82,6 +83,12 @@ class AsrTask : public Task, public AsrEvaluation {
     loss_options_.full = loss_type == "full";
     warm_step_ = cfg.get_int("asr.loss.warm_step", 2000);
     bucket_windows_ = cfg.get_int_at_most("asr.bucket_windows", 50, 1000000);
+    // Decoded audio kept in memory (audio_cache.h), at most an eighth of what is available: other
+    // ranks on the host, and everything else, keep room.
+    const int64_t cache_mb = cfg.get_int_at_most("asr.cache_audio_mb", 2048, int64_t{1} << 40);
+    if (cache_mb < 0) throw config::ConfigError("asr.cache_audio_mb must be >= 0 (0: off), got " + std::to_string(cache_mb));
+    audio_ = std::make_unique<AudioCache>(
+        store_, static_cast<int64_t>(std::min(static_cast<double>(cache_mb) * 1048576.0, available_memory_bytes() / 8)));
     decoding_.method = cfg.get_string("decoding.method", "greedy_search");
     decoding_.beam = static_cast<int>(cfg.get_int_at_most("decoding.beam", 4, 10000));
     decoding_.max_symbols_per_frame = static_cast<int>(cfg.get_int_at_most("decoding.max_sym_per_frame", 1, 1000));
@@ -150,11 +157,11 @@ class AsrTask : public Task, public AsrEvaluation {
     std::vector<uint64_t> dither_seeds;
     std::vector<double> warps;  // VTLP's factors (training only; none: no warp)
     const UtteranceSource others = [this](uint64_t pick) {
-      return store_->field(splits_[0], "audio", items_[0][static_cast<size_t>(pick % items_[0].size())]);
+      return audio_->audio(splits_[0], items_[0][static_cast<size_t>(pick % items_[0].size())]);
     };
     for (int64_t i : indices) {
       const int64_t item = items_[s][static_cast<size_t>(i)];
-      at::Tensor audio = store_->field(splits_[s], "audio", item);
+      at::Tensor audio = audio_->audio(splits_[s], item);
       if (train && speed_perturb_) {
         const double factor = std::array<double, 3>{0.9, 1.0, 1.1}[seed_of(seed_, epoch_, item, 1) % 3];
         if (factor != 1.0) audio = data::resample(audio, kRate * factor, kRate).view({-1});
@@ -248,7 +255,7 @@ class AsrTask : public Task, public AsrEvaluation {
   }
   at::Tensor validation_audio(int64_t i) const override {
     const int64_t item = items_[1][static_cast<size_t>(i)];
-    return conditioned(store_->field(splits_[1], "audio", item), item);
+    return conditioned(audio_->audio(splits_[1], item), item);
   }
   at::Tensor encoder_lengths(const Batch& batch) const override { return subsampled_frames(batch.input_lengths.to(at::kLong)); }
 
@@ -320,7 +327,7 @@ class AsrTask : public Task, public AsrEvaluation {
       const size_t n = items_[1].size();
       size_t k = static_cast<size_t>(pick % n);
       if (n > 1 && items_[1][k] == item) k = (k + 1) % n;  // not the utterance itself
-      return store_->field(splits_[1], "audio", items_[1][k]);
+      return audio_->audio(splits_[1], items_[1][k]);
     };
     return condition_.apply(audio, seed_of(1234, static_cast<uint64_t>(item), 0, 8), others);
   }
@@ -330,7 +337,7 @@ class AsrTask : public Task, public AsrEvaluation {
     std::vector<at::Tensor> waves;
     std::vector<uint64_t> dither_seeds;
     for (int64_t k = 0; k < n; ++k) {
-      waves.push_back(store_->field(splits_[0], "audio", items_[0][static_cast<size_t>(k)]) * 32768.0);
+      waves.push_back(audio_->audio(splits_[0], items_[0][static_cast<size_t>(k)]) * 32768.0);
       dither_seeds.push_back(seed_of(seed_, 0, static_cast<uint64_t>(k), 7));
     }
     data::GlobalCmvn cmvn;
@@ -343,6 +350,7 @@ class AsrTask : public Task, public AsrEvaluation {
 
   std::string store_path_;
   std::shared_ptr<data::DatasetReader> store_;
+  std::unique_ptr<AudioCache> audio_;  // the store's audio, decoded (asr.cache_audio_mb)
   std::string splits_[2];
   std::string tokenizer_file_;
   Tokenizer tokenizer_;
@@ -440,6 +448,7 @@ std::vector<config::KeySpec> asr_config_keys() {
           {"asr.train_split", Str},
           {"asr.valid_split", Str},
           {"asr.bucket_windows", Int},
+          {"asr.cache_audio_mb", Int},
           {"asr.features.cmvn", Bool},
           {"asr.features.cmvn_utterances", Int},
           {"asr.augment.speed_perturb", Bool},
