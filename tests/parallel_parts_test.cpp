@@ -1,16 +1,27 @@
 // Batch parts trained at once (trainer/parallel_parts.h): how a batch is cut, that every part runs
 // once and single-threaded, errors come back, random streams are reproducible, and train_parts'
-// gradients are the parts' summed gradients, the same run after run.
+// gradients are the parts' summed gradients, the same run after run. And the other thread of the
+// training loop: the next batch made ahead, on one thread for the whole fit (trainer/ahead_thread.h).
 #include <gtest/gtest.h>
 
 #include <ATen/Parallel.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 
+#include "trainer/config/config.h"
+#include "trainer/config/yaml_io.h"
 #include "trainer/parallel_parts.h"
+#include "trainer/trainer.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -164,3 +175,112 @@ TEST(ParallelParts, GradientsAreThePartsSumAndTheSameEveryRun) {
   EXPECT_TRUE(at::equal(params[0].grad(), before));
   at::set_num_threads(threads);
 }
+
+namespace wavetrain {
+namespace {
+
+// A task that asks for its training batches ahead (as the ASR task does) and records the kernel
+// thread that made each: a linear model on fixed data. prefetch_probe.ahead=false makes every batch
+// in line; prefetch_probe.throw_batch=N throws while making the run's Nth training batch (from 0).
+struct PrefetchLog {
+  std::mutex mutex;
+  std::vector<long> train_threads;  // per training batch, in the order made
+} g_prefetch_log;
+
+class PrefetchProbe : public Task {
+ public:
+  explicit PrefetchProbe(const config::Config& cfg)
+      : ahead_(cfg.get_bool("prefetch_probe.ahead", true)), throw_batch_(cfg.get_int("prefetch_probe.throw_batch", -1)) {
+    x_ = at::linspace(-1, 1, 64).unsqueeze(1);
+    y_ = 3 * x_ - 1;
+    weight_ = model_->register_parameter("weight", at::full({1, 1}, 0.5));
+    bias_ = model_->register_parameter("bias", at::zeros({1}));
+  }
+  torch::nn::Module& model() override { return *model_; }
+  int64_t size(Split) const override { return 64; }
+  bool prefetch_batches() const override { return ahead_; }
+  Batch make_batch(Split split, const std::vector<int64_t>& indices, const at::Device&) override {
+    if (split == Split::Train) {
+      std::lock_guard<std::mutex> lock(g_prefetch_log.mutex);
+      if (static_cast<int64_t>(g_prefetch_log.train_threads.size()) == throw_batch_)
+        throw std::runtime_error("prefetch_probe: batch " + std::to_string(throw_batch_) + " is unreadable");
+      g_prefetch_log.train_threads.push_back(static_cast<long>(::syscall(SYS_gettid)));
+    }
+    const at::Tensor idx = at::tensor(indices, at::kLong);
+    return {x_.index_select(0, idx), y_.index_select(0, idx), static_cast<int64_t>(indices.size())};
+  }
+  at::Tensor forward(const Batch& b) override { return b.input.matmul(weight_) + bias_; }
+  at::Tensor loss(const at::Tensor& p, const Batch& b, Metrics&) override { return at::mse_loss(p, b.target); }
+  Metrics validation_metrics(const at::Tensor& p, const Batch& b) override {
+    return {{"val/mse", at::mse_loss(p, b.target).item<double>()}};
+  }
+
+ private:
+  bool ahead_;
+  int64_t throw_batch_;
+  at::Tensor x_, y_, weight_, bias_;
+  std::shared_ptr<torch::nn::Module> model_ = std::make_shared<torch::nn::Module>();  // held by a shared_ptr, as checkpoints need
+};
+const TaskRegistration kPrefetchProbe("prefetch_probe", [](const config::Config& cfg) { return std::make_unique<PrefetchProbe>(cfg); },
+                                      {"prefetch_probe.*"});
+
+// Trains task prefetch_probe for `epochs` epochs of 8 batches of 8 in a fresh run directory.
+FitResult fit_probe(const std::string& name, int64_t epochs, const std::string& probe_yaml = "{}") {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / ("wavetrain_prefetch_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const config::Config cfg(config::load_yaml_string(
+      "task: prefetch_probe\nprefetch_probe: " + probe_yaml + "\n"
+      "trainer: {seed: 0, max_epochs: " + std::to_string(epochs) + ", max_steps: -1, batch_size: 8, monitor: '', mode: min}\n"
+      "optimizer: {name: adam, lr: 0.01}\nscheduler: {name: constant, interval: epoch, step_size: 1, gamma: 1.0}\n",
+      "prefetch.yaml"));
+  const RunDirectory run = RunDirectory::create(dir);
+  FitResult r = Trainer(cfg, run, DeviceChoice{c10::Device(c10::kCPU), {}}, AmpPolicy{}).fit();
+  std::filesystem::remove_all(dir);
+  return r;
+}
+
+double val_mse(const FitResult& r) {
+  for (const auto& [k, v] : r.last)
+    if (k == "val/mse") return v;
+  return NAN;
+}
+
+// The next batch is made on one thread for the whole fit, not a new thread per batch (each new
+// thread rebuilt LibTorch 1.13's thread pool, trainer/ahead_thread.h); an error it meets reaches
+// the caller with its message, and the run is the one that making every batch in line gives.
+TEST(BatchesAhead, AreMadeOnOneThreadAndTheirErrorsComeBack) {
+  g_prefetch_log.train_threads.clear();
+  const FitResult r = fit_probe("ahead", 3);
+  EXPECT_EQ(r.global_step, 24);
+  const long main_thread = static_cast<long>(::syscall(SYS_gettid));
+  std::set<long> ahead;
+  ASSERT_EQ(g_prefetch_log.train_threads.size(), 24u);
+  for (size_t i = 0; i < g_prefetch_log.train_threads.size(); ++i) {
+    // Each epoch's first batch is made in line; the other 7 ahead.
+    if (i % 8 == 0) EXPECT_EQ(g_prefetch_log.train_threads[i], main_thread) << i;
+    else ahead.insert(g_prefetch_log.train_threads[i]);
+  }
+  EXPECT_EQ(ahead.size(), 1u);
+  EXPECT_EQ(ahead.count(main_thread), 0u);
+
+  g_prefetch_log.train_threads.clear();
+  const FitResult in_line = fit_probe("in_line", 3, "{ahead: false}");
+  EXPECT_EQ(std::set<long>(g_prefetch_log.train_threads.begin(), g_prefetch_log.train_threads.end()), std::set<long>{main_thread});
+  EXPECT_EQ(val_mse(in_line), val_mse(r));
+  EXPECT_FALSE(std::isnan(val_mse(r)));
+
+  // Batch 3 is made ahead, while batch 2 trains.
+  g_prefetch_log.train_threads.clear();
+  try {
+    fit_probe("throws", 1, "{throw_batch: 3}");
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "prefetch_probe: batch 3 is unreadable");
+  }
+  EXPECT_EQ(g_prefetch_log.train_threads.size(), 3u);
+  EXPECT_NE(g_prefetch_log.train_threads[2], main_thread);
+}
+
+}  // namespace
+}  // namespace wavetrain

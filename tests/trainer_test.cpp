@@ -10,19 +10,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <mutex>
-#include <set>
 #include <sstream>
-
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <torch/nn/modules/linear.h>
 
 #include "trainer/checkpoint.h"
 #include "trainer/config/compose.h"
 #include "trainer/config/yaml_io.h"
-#include "trainer/task.h"
 #include "trainer/weights.h"
 #include "trainer/trainer.h"
 
@@ -62,86 +54,6 @@ double metric(const Metrics& m, const std::string& name) {
   for (const auto& [k, v] : m)
     if (k == name) return v;
   return NAN;
-}
-
-// A task that asks for its training batches ahead (as the ASR task does) and records the kernel
-// thread that made each: a linear model on fixed data. prefetch_probe.ahead=false makes every batch
-// in line; prefetch_probe.throw_batch=N throws while making the run's Nth training batch (from 0).
-struct PrefetchLog {
-  std::mutex mutex;
-  std::vector<long> train_threads;  // per training batch, in the order made
-} g_prefetch_log;
-
-class PrefetchProbe : public Task {
- public:
-  explicit PrefetchProbe(const config::Config& cfg)
-      : ahead_(cfg.get_bool("prefetch_probe.ahead", true)), throw_batch_(cfg.get_int("prefetch_probe.throw_batch", -1)) {
-    x_ = at::linspace(-1, 1, 64).unsqueeze(1);
-    y_ = 3 * x_ - 1;
-    model_ = torch::nn::Linear(1, 1);
-  }
-  torch::nn::Module& model() override { return *model_; }
-  int64_t size(Split) const override { return 64; }
-  bool prefetch_batches() const override { return ahead_; }
-  Batch make_batch(Split split, const std::vector<int64_t>& indices, const at::Device&) override {
-    if (split == Split::Train) {
-      std::lock_guard<std::mutex> lock(g_prefetch_log.mutex);
-      if (static_cast<int64_t>(g_prefetch_log.train_threads.size()) == throw_batch_)
-        throw std::runtime_error("prefetch_probe: batch " + std::to_string(throw_batch_) + " is unreadable");
-      g_prefetch_log.train_threads.push_back(static_cast<long>(::syscall(SYS_gettid)));
-    }
-    const at::Tensor idx = at::tensor(indices, at::kLong);
-    return {x_.index_select(0, idx), y_.index_select(0, idx), static_cast<int64_t>(indices.size())};
-  }
-  at::Tensor forward(const Batch& b) override { return model_->forward(b.input); }
-  at::Tensor loss(const at::Tensor& p, const Batch& b, Metrics&) override { return at::mse_loss(p, b.target); }
-  Metrics validation_metrics(const at::Tensor& p, const Batch& b) override {
-    return {{"val/mse", at::mse_loss(p, b.target).item<double>()}};
-  }
-
- private:
-  bool ahead_;
-  int64_t throw_batch_;
-  at::Tensor x_, y_;
-  torch::nn::Linear model_{nullptr};
-};
-const TaskRegistration kPrefetchProbe("prefetch_probe", [](const config::Config& cfg) { return std::make_unique<PrefetchProbe>(cfg); },
-                                      {"prefetch_probe.*"});
-
-// The next batch is made on one thread for the whole fit, not a new thread per batch (each new
-// thread rebuilt LibTorch 1.13's thread pool, trainer/ahead_thread.h); an error it meets reaches
-// the caller with its message, and the run is the one that making every batch in line gives.
-TEST(Trainer, BatchesAheadAreMadeOnOneThreadAndTheirErrorsComeBack) {
-  g_prefetch_log.train_threads.clear();
-  const FitResult r = fit("prefetch", {"task=prefetch_probe", "trainer.max_epochs=3", "trainer.batch_size=8"});
-  EXPECT_EQ(r.global_step, 24);
-  const long main_thread = static_cast<long>(::syscall(SYS_gettid));
-  std::set<long> ahead;
-  ASSERT_EQ(g_prefetch_log.train_threads.size(), 24u);
-  for (size_t i = 0; i < g_prefetch_log.train_threads.size(); ++i) {
-    // Each epoch's first batch is made in line; the other 7 ahead.
-    if (i % 8 == 0) EXPECT_EQ(g_prefetch_log.train_threads[i], main_thread) << i;
-    else ahead.insert(g_prefetch_log.train_threads[i]);
-  }
-  EXPECT_EQ(ahead.size(), 1u);
-  EXPECT_EQ(ahead.count(main_thread), 0u);
-
-  g_prefetch_log.train_threads.clear();
-  const FitResult in_line = fit("prefetch_off", {"task=prefetch_probe", "trainer.max_epochs=3", "trainer.batch_size=8", "+prefetch_probe.ahead=false"});
-  EXPECT_EQ(std::set<long>(g_prefetch_log.train_threads.begin(), g_prefetch_log.train_threads.end()), std::set<long>{main_thread});
-  EXPECT_EQ(metric(in_line.last, "val/mse"), metric(r.last, "val/mse"));
-  EXPECT_FALSE(std::isnan(metric(r.last, "val/mse")));
-
-  // Batch 3 is made ahead, while batch 2 trains.
-  g_prefetch_log.train_threads.clear();
-  try {
-    fit("prefetch_throws", {"task=prefetch_probe", "trainer.max_epochs=1", "trainer.batch_size=8", "+prefetch_probe.throw_batch=3"});
-    FAIL() << "no error";
-  } catch (const std::runtime_error& e) {
-    EXPECT_STREQ(e.what(), "prefetch_probe: batch 3 is unreadable");
-  }
-  EXPECT_EQ(g_prefetch_log.train_threads.size(), 3u);
-  EXPECT_NE(g_prefetch_log.train_threads[2], main_thread);
 }
 
 TEST(Trainer, ToyRegressionLearnsTheFunction) {
