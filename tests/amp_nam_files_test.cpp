@@ -573,8 +573,12 @@ TEST(AmpNamFiles, ConvNetAndLinearModulesEqualTheCore) {
     EXPECT_EQ(std::string(e.what()).rfind("model.activation: activation 'Swish' is not supported; supported: Tanh", 0), 0u) << e.what();
   }
   for (const char* architecture : {"convnet", "linear"}) {
-    AmpModel m = make_amp_model(architecture, architecture == std::string("convnet") ? "small" : "short");
+    // Seeded before the model is made: the default generator's starting seed differs from process
+    // to process (torch 2.11's initial_seed() does), so the weights, and with them the float32
+    // engine's error, changed from run to run on the pip build (9.5e-8 to 1.7e-6, once 5.9e-5 in
+    // a suite run).
     torch::manual_seed(3);
+    AmpModel m = make_amp_model(architecture, architecture == std::string("convnet") ? "small" : "short");
     {
       torch::NoGradGuard no_grad;
       for (auto& b : m.module().named_buffers())  // statistics other than 0 and 1
