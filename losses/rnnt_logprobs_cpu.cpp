@@ -2,16 +2,18 @@
 // - The pruned rows: per row of C logits, the log-sum-exp and the two picked entries; backward
 //   softmax(row) * -(gpx + gpy) plus the picked entries' own gradients.
 // - The simple loss's lattice: per item, the exponentials of lm's and am's rows, their product
-//   and everything elementwise around it, with the items in parallel.
+//   (small_matmul.h) and everything elementwise around it, with the items in parallel.
 // exp is the vectorisable one from vector_math.h (arguments are <= 0 after subtracting the row
 // maximum); sums and maxima run in 8 fixed lanes so that they vectorise too.
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "losses/rnnt_logprobs.h"
+#include "losses/small_matmul.h"
 #include "losses/vector_math.h"
 
 namespace wavetrain::losses::detail {
@@ -67,16 +69,8 @@ WAVETRAIN_VECTOR_INLINE T row_max_exp_impl(const T* __restrict__ x, int64_t n, T
   return m;
 }
 
-// out *= x
-template <typename T>
-WAVETRAIN_VECTOR_INLINE void multiply_into_impl(T* __restrict__ out, const T* __restrict__ x, int64_t n) {
-  for (int64_t c = 0; c < n; ++c) out[c] *= x[c];
-}
-
 WAVETRAIN_VECTOR_KERNEL(float, row_max_exp, (const float* x, int64_t n, float* out), (x, n, out))
 WAVETRAIN_VECTOR_KERNEL(double, row_max_exp, (const double* x, int64_t n, double* out), (x, n, out))
-WAVETRAIN_VECTOR_KERNEL(void, multiply_into, (float* out, const float* x, int64_t n), (out, x, n))
-WAVETRAIN_VECTOR_KERNEL(void, multiply_into, (double* out, const double* x, int64_t n), (out, x, n))
 WAVETRAIN_VECTOR_KERNEL(float, row_logsumexp, (const float* x, int64_t n), (x, n))
 WAVETRAIN_VECTOR_KERNEL(double, row_logsumexp, (const double* x, int64_t n), (x, n))
 WAVETRAIN_VECTOR_KERNEL(void, softmax_times, (const float* x, float lse, float g, float* out, int64_t n),
@@ -84,10 +78,9 @@ WAVETRAIN_VECTOR_KERNEL(void, softmax_times, (const float* x, float lse, float g
 WAVETRAIN_VECTOR_KERNEL(void, softmax_times, (const double* x, double lse, double g, double* out, int64_t n),
                         (x, lse, g, out, n))
 
-// Items [0, B) in parallel, each calling `item(b)`. An item's matrix products then run in its own
-// thread (the BLAS is serial inside a parallel region), which is what makes them parallel on the
-// Debian build, whose OpenBLAS multiplies in the calling thread (docs/threads.md). A single item
-// runs outside a parallel region, so its products may still use the BLAS's threads.
+// Items [0, B) in parallel, each calling `item(b)`; an item's matrix products then run in its own
+// thread. A single item runs outside a parallel region, and its products split their columns over
+// the threads instead (for_column_blocks).
 template <typename F>
 void for_each_item(int64_t B, const F& item) {
   if (B == 1) {
@@ -96,6 +89,20 @@ void for_each_item(int64_t B, const F& item) {
   }
   at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) item(b);
+  });
+}
+
+// `columns(begin, end)` over [0, N): at once when the items run in parallel (B > 1), else in blocks
+// of 64 over the threads.
+template <typename F>
+void for_column_blocks(int64_t B, int64_t N, const F& columns) {
+  constexpr int64_t kBlock = 64;
+  if (B > 1) {
+    columns(int64_t{0}, N);
+    return;
+  }
+  at::parallel_for(0, (N + kBlock - 1) / kBlock, 1, [&](int64_t begin, int64_t end) {
+    columns(begin * kBlock, std::min(N, end * kBlock));
   });
 }
 
@@ -118,7 +125,10 @@ void symbol_logprobs_forward_cpu(const at::Tensor& lm, const at::Tensor& am, con
       for (int64_t s = 0; s < S1; ++s) lm_max[s] = row_max_exp(lm_b + s * C, C, plm + s * C);
       for (int64_t t = 0; t < T; ++t) am_max[t] = row_max_exp(am_b + t * C, C, pam + t * C);
       at::Tensor z_b = z.select(0, b), py_b = py.select(0, b);
-      at::mm_out(z_b, p_lm.select(0, b), p_am.select(0, b).t());
+      scalar_t* zb = z_b.data_ptr<scalar_t>();
+      for_column_blocks(B, T, [&](int64_t begin, int64_t end) {  // z = p_lm p_am^T: [S+1][T]
+        matmul_nt(S1, end - begin, C, plm, C, pam + begin * C, C, zb + begin, T);
+      });
       z_b.add_(tiny);
       at::log_out(py_b, z_b);  // log Z, overwritten below by py
       scalar_t* pyb = py_b.data_ptr<scalar_t>();
@@ -153,13 +163,15 @@ void symbol_logprobs_backward_cpu(const at::Tensor& p_lm, const at::Tensor& p_am
       scalar_t* wb = w.data_ptr<scalar_t>() + b * S1 * T;
       for (int64_t i = 0; i < S * T; ++i) wb[i] = -(gx[i] + gy[i]) / zb[i];
       for (int64_t i = S * T; i < S1 * T; ++i) wb[i] = -gy[i] / zb[i];
-      at::Tensor g_lm_b = g_lm.select(0, b), g_am_b = g_am.select(0, b);
-      at::mm_out(g_lm_b, w.select(0, b), p_am.select(0, b));
-      at::mm_out(g_am_b, w.select(0, b).t(), p_lm.select(0, b));
-      scalar_t* glm = g_lm_b.data_ptr<scalar_t>();
-      scalar_t* gam = g_am_b.data_ptr<scalar_t>();
-      multiply_into(glm, p_lm.data_ptr<scalar_t>() + b * S1 * C, S1 * C);
-      multiply_into(gam, p_am.data_ptr<scalar_t>() + b * T * C, T * C);
+      // g_lm = (w p_am) * p_lm and g_am = (w^T p_lm) * p_am, the factor applied as each tile is stored.
+      const scalar_t* plm = p_lm.data_ptr<scalar_t>() + b * S1 * C;
+      const scalar_t* pam = p_am.data_ptr<scalar_t>() + b * T * C;
+      scalar_t* glm = g_lm.data_ptr<scalar_t>() + b * S1 * C;
+      scalar_t* gam = g_am.data_ptr<scalar_t>() + b * T * C;
+      for_column_blocks(B, C, [&](int64_t begin, int64_t end) {
+        matmul_times(S1, end - begin, T, wb, T, 1, pam + begin, C, plm + begin, C, glm + begin, C);
+        matmul_times(T, end - begin, S1, wb, 1, T, plm + begin, C, pam + begin, C, gam + begin, C);
+      });
       // The direct terms: px[s][t] holds lm[s][y_s] and am[t][y_s], py[s][t] lm[s][blank] and
       // am[t][blank], each with weight 1.
       const int64_t* y = sym + b * S;
