@@ -200,8 +200,10 @@ WAVETRAIN_VECTOR_INLINE void matmul_times_either(int64_t M, int64_t N, int64_t K
 // Tile sizes per ISA, to fit the vector registers: 32 zmm for AVX-512 (nt: 5 x 4 accumulators and
 // 5 operands; times: 6 x 2 and 3), 16 ymm for AVX2 (nt: 4 x 3 and 4; times: 6 x 2 and 3), and 16
 // xmm (SSE2) or 32 (NEON) 16-byte registers otherwise (nt: 3 x 3; times: 4 x 2). Measured on the
-// loss's shapes ([51] x [500] x [300]): 72 and 105 GMAC/s with AVX-512 on a Zen 5 core, against
-// 47 and 52 for OpenBLAS's sgemm (with its separate elementwise factor).
+// loss's shapes ([51] x [500] x [300]) by a standalone copy, on an idle Zen 5 core with AVX-512: 70
+// and 102 GMAC/s, against 46 and 47-52 for OpenBLAS's sgemm (with its separate elementwise factor).
+// The widths and tiles differ per ISA, which WAVETRAIN_VECTOR_KERNEL (one _impl for every build)
+// cannot say; hence this macro and its own dispatch.
 #define WAVETRAIN_SMALL_MATMUL(SUFFIX, TARGET, BYTES, NT_A, NT_B, TIMES_R, TIMES_NV)                                  \
   template <typename T>                                                                                               \
   TARGET void matmul_nt_##SUFFIX(int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b, int64_t ldb,   \
