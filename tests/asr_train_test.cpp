@@ -1,12 +1,15 @@
 // `wavetrain train +experiment=asr` as a user runs it, on a corpus the test synthesises: a few
 // steps lower the loss, a killed run resumes to bitwise-identical weights (its batches trained as
-// two parts at once, trainer.cpu_batch_parts), bad stores are named.
+// two parts at once, trainer.cpu_batch_parts), bad stores are named; the `small` variant is the
+// recipe with two keys changed.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "data/hdf5_store.h"
 #include "experiments/asr/tokenizer.h"
@@ -223,4 +226,31 @@ TEST(AsrTrain, BadStoresAreNamed) {
   r = wavetrain_in(dir, "train +experiment=asr asr.data=elsewhere/short.h5 trainer.max_steps=1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("elsewhere/bpe.model: no such tokenizer model"), std::string::npos) << r.err;
+}
+
+// The `small` variant is the recipe with two keys changed, as its file says: a mistake in its
+// defaults list (a missing `asr`, `_self_` first) would lose or reorder the recipe's keys.
+TEST(AsrTrain, TheSmallVariantIsTheRecipeWithTheSmallModelAndHalfTheLearningRate) {
+  const fs::path dir = fresh_asr_train("small_variant");
+  // Each line of the composed config, named by the section it is in: "optimizer/  lr: 0.002".
+  const auto composed = [&](const std::string& experiment) {
+    const ProcessResult r = wavetrain_in(dir, "train +experiment=" + experiment + " asr.data=x.h5 --cfg job");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::vector<std::string> lines;
+    std::istringstream in(r.out);
+    std::string section;
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line[0] != ' ') section = line.substr(0, line.find(':'));
+      lines.push_back(section + "/" + line);
+    }
+    return lines;
+  };
+  const std::vector<std::string> recipe = composed("asr"), small = composed("asr_small");
+  ASSERT_EQ(recipe.size(), small.size());
+  ASSERT_GT(recipe.size(), 100u);
+  std::vector<std::string> changed;
+  for (size_t i = 0; i < recipe.size(); ++i)
+    if (recipe[i] != small[i]) changed.push_back(recipe[i] + " -> " + small[i]);
+  EXPECT_EQ(changed, (std::vector<std::string>{"optimizer/  lr: 0.002 -> optimizer/  lr: 0.001",
+                                               "model/  preset: tiny -> model/  preset: small"}));
 }
