@@ -7,15 +7,18 @@
 #
 # Against NeuralAmpModelerCore (the plugin's engine): set NAM_CORE_DIR to a checkout of it. The
 # script then compiles the core's sources together with our driver (bench/nam_core_bench.cpp) three
-# times, outside the source tree, in build/bench/nam-core-{sse2,avx2,generic}/ (kept between runs;
-# make recompiles only what is missing or older than its sources or flags):
+# times (four on an AVX-512 CPU), outside the source tree, in build/bench/nam-core-VARIANT/ (kept
+# between runs; make recompiles only what is missing or older than its sources or flags):
 #   sse2     as the plugin ships it: -O3 without -march (SSE2 on x86-64), the core's A2 fast path on
 #            (NAM_ENABLE_A2_FAST, the core's CMake default)
 #   avx2     the same with -mavx2 -mfma: the instruction set wavetrain's engine picks on an AVX2 CPU
+#   avx512   the same with -march=x86-64-v4 (AVX-512 F, BW, CD, DQ, VL; Eigen then uses 16-lane
+#            vectors): what wavetrain's engine picks on an AVX-512 CPU (only built on one)
 #   generic  as sse2 but without NAM_ENABLE_A2_FAST: the core's generic WaveNet for A2 models
 # All with -std=c++20 -DNDEBUG, fast tanh switched on before loading (the plugin always does) and
 # double samples (the plugin leaves NAM_SAMPLE_FLOAT undefined). Then, for ROUNDS rounds, each model
-# is played by wavetrain and by each core build in turn (the order rotates from round to round), and
+# is played by wavetrain and by each core build in turn (the order rotates from round to round; on
+# an AVX-512 CPU wavetrain plays twice, as it picks and held to AVX2, against the core's AVX2 build), and
 # the script prints a Markdown table: each engine's median real-time factor (the range over the
 # rounds in brackets) and wavetrain's ratio to each core build (min / median of the rounds' ratios;
 # each round's ratio compares runs made seconds apart). The load average is printed at the start and
@@ -74,24 +77,29 @@ cxx=${CXX:-g++}
 command -v ccache >/dev/null && cxx="ccache $cxx"
 root=${bin%/bench/*}/bench
 common="-std=c++20 -O3 -DNDEBUG -pthread -w"
-declare -A flags=([sse2]="-DNAM_ENABLE_A2_FAST" [avx2]="-DNAM_ENABLE_A2_FAST -mavx2 -mfma" [generic]="")
+declare -A flags=([sse2]="-DNAM_ENABLE_A2_FAST" [avx2]="-DNAM_ENABLE_A2_FAST -mavx2 -mfma"
+                  [avx512]="-DNAM_ENABLE_A2_FAST -march=x86-64-v4" [generic]="")
 variants=(sse2 avx2 generic)
+# wavetrain's engine runs AVX-512 where the CPU has it (experiments/amp/dsp_kernels.h); the core is
+# then built for it too.
+avx512=0
+grep -qw avx512f /proc/cpuinfo 2>/dev/null && avx512=1 && variants+=(avx512)
 for v in "${variants[@]}"; do
   # What the objects were compiled with: a change recompiles everything of that build.
   mkdir -p "$root/nam-core-$v"
   stamp="core=$core eigen=$eigen cxx=$cxx flags=$common ${flags[$v]}"
   [ "$(cat "$root/nam-core-$v/flags" 2>/dev/null)" = "$stamp" ] || echo "$stamp" >"$root/nam-core-$v/flags"
 done
-echo "building NeuralAmpModelerCore ($core) three ways in $root/nam-core-{sse2,avx2,generic}, $jobs jobs ..."
+echo "building NeuralAmpModelerCore ($core) ${#variants[@]} ways in $root/nam-core-{$(IFS=,; echo "${variants[*]}")}, $jobs jobs ..."
 t0=$(date +%s)
 log=$root/nam-core-build.log
 # Dependencies from the compiler (-MMD): a changed header of the core recompiles what includes it.
 if ! make -f - -j"$jobs" CORE="$core" EIGEN="$eigen" ROOT="$root" DRIVER="$PWD/bench/nam_core_bench.cpp" CXX="$cxx" \
-     COMMON="$common" FLAGS_sse2="${flags[sse2]}" FLAGS_avx2="${flags[avx2]}" FLAGS_generic="${flags[generic]}" \
+     COMMON="$common" VARIANTS="${variants[*]}" FLAGS_sse2="${flags[sse2]}" FLAGS_avx2="${flags[avx2]}" \
+     FLAGS_avx512="${flags[avx512]}" FLAGS_generic="${flags[generic]}" \
      >"$log" 2>&1 <<'MAKEFILE'
 SRCS := $(wildcard $(CORE)/NAM/*.cpp $(CORE)/NAM/wavenet/*.cpp)
 INCLUDES := -I$(CORE) -I$(CORE)/Dependencies/nlohmann -isystem $(EIGEN)
-VARIANTS := sse2 avx2 generic
 all: $(foreach v,$(VARIANTS),$(ROOT)/nam-core-$(v)/nam_core_bench)
 define variant
 OBJS_$(1) := $$(patsubst $$(CORE)/%.cpp,$$(ROOT)/nam-core-$(1)/obj/%.o,$$(SRCS)) $$(ROOT)/nam-core-$(1)/obj/nam_core_bench.o
@@ -131,6 +139,7 @@ rtf() {  # engine file
   local out
   case "$1" in
     wavetrain) out=$("$bin" --no-presets "$seconds" "$2") ;;
+    wavetrain-avx2) out=$("$bin" --no-avx512 --no-presets "$seconds" "$2") ;;
     *) out=$("$root/nam-core-$1/nam_core_bench" "$seconds" "$2") ;;
   esac
   awk 'END { print $NF }' <<<"$out"
@@ -151,6 +160,7 @@ declare -A results  # "engine|label" -> real-time factors, one per round
 for ((r = 0; r < rounds; r++)); do
   for f in "${files[@]}"; do
     engines=(wavetrain sse2 avx2)
+    ((avx512)) && engines+=(avx512 wavetrain-avx2)
     is_a2 "$f" && engines+=(generic)
     n=${#engines[@]}
     for ((i = 0; i < n; i++)); do
@@ -168,12 +178,23 @@ stat_ratio() {
     awk '{ v[NR] = $1 } END { m = v[int(NR / 2) + 1]; if (NR > 1) printf "%.2f / %.2f", v[1], m; else printf "%.2f", m }'
 }
 echo
-echo "| model | wavetrain | core SSE2 (plugin build) | wavetrain / SSE2 | core AVX2+FMA | wavetrain / AVX2 | core SSE2, generic A2 path | A2 fast path / generic |"
-echo "|---|---|---|---|---|---|---|---|"
+if ((avx512)); then
+  echo "| model | wavetrain (AVX-512) | core SSE2 (plugin build) | wavetrain / SSE2 | core AVX-512 | wavetrain / AVX-512 | core AVX2+FMA | wavetrain held to AVX2 | held to AVX2 / core AVX2 | core SSE2, generic A2 path | A2 fast path / generic |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+else
+  echo "| model | wavetrain | core SSE2 (plugin build) | wavetrain / SSE2 | core AVX2+FMA | wavetrain / AVX2 | core SSE2, generic A2 path | A2 fast path / generic |"
+  echo "|---|---|---|---|---|---|---|---|"
+fi
 for f in "${files[@]}"; do
   l=$(label "$f")
   w=${results["wavetrain|$l"]} s=${results["sse2|$l"]} a=${results["avx2|$l"]}
-  row="| $l | $(stat_rtf "$w") | $(stat_rtf "$s") | $(stat_ratio "$w" "$s") | $(stat_rtf "$a") | $(stat_ratio "$w" "$a")"
+  row="| $l | $(stat_rtf "$w") | $(stat_rtf "$s") | $(stat_ratio "$w" "$s")"
+  if ((avx512)); then
+    x=${results["avx512|$l"]} w2=${results["wavetrain-avx2|$l"]}
+    row+=" | $(stat_rtf "$x") | $(stat_ratio "$w" "$x") | $(stat_rtf "$a") | $(stat_rtf "$w2") | $(stat_ratio "$w2" "$a")"
+  else
+    row+=" | $(stat_rtf "$a") | $(stat_ratio "$w" "$a")"
+  fi
   if is_a2 "$f"; then
     g=${results["generic|$l"]}
     row+=" | $(stat_rtf "$g") | $(stat_ratio "$s" "$g") |"

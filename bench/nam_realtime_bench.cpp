@@ -2,7 +2,7 @@
 // model: 64-sample buffers, one thread, 48 kHz, after a reset. For NAM's presets (random weights:
 // the work does not depend on them) and for any .nam files named on the command line.
 //
-// usage: wavetrain_bench_nam [--no-presets] [SECONDS] [MODEL.nam ...]
+// usage: wavetrain_bench_nam [--no-avx512] [--no-presets] [SECONDS] [MODEL.nam ...]
 //          prints one line per model: NAME RTF (a file's NAME is its name without .nam)
 //        wavetrain_bench_nam --write-nam DIR [A2.nam]
 //          writes the presets it times, with the same weights, as DIR/NAME.nam (standard.nam, ...,
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bench/timing.h"
+#include "experiments/amp/dsp_kernels.h"
 #include "experiments/amp/nam_dsp.h"
 #include "experiments/amp/nam_file.h"
 
@@ -120,6 +121,12 @@ int main(int argc, char** argv) {
       return 2;
     }
     return write_nam(argv[2], argc == 4 ? argv[3] : nullptr);
+  }
+  // --no-avx512: AVX2 at most (the LSTM's AVX-512 variant off), to compare with a core built for AVX2.
+  if (argc > 1 && std::strcmp(argv[1], "--no-avx512") == 0) {
+    amp::dsp::force_no_avx512(true);
+    --argc;
+    ++argv;
   }
   const bool with_presets = !(argc > 1 && std::strcmp(argv[1], "--no-presets") == 0);
   if (!with_presets) {

@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "experiments/amp/dsp_kernels.h"
@@ -16,14 +18,18 @@ namespace {
 
 using namespace wavetrain::experiments::amp;
 
-// Runs the body once with the AVX2 kernels (where the CPU has them) and once with the baseline ISA.
+// Runs the body with each compiled ISA the CPU has: AVX-512 (the LSTM's variant), AVX2 + FMA, and
+// the baseline ISA.
 template <typename F>
 void for_each_isa(F body) {
   dsp::force_baseline(false);
-  body(dsp::using_avx2() ? "avx2" : "baseline");
+  if (dsp::using_avx512()) body("avx512");
+  dsp::force_no_avx512(true);
+  if (dsp::using_avx2()) body("avx2");
   dsp::force_baseline(true);
   body("baseline");
   dsp::force_baseline(false);
+  dsp::force_no_avx512(false);
 }
 
 std::vector<float> to_vector(const at::Tensor& t) {
@@ -32,7 +38,9 @@ std::vector<float> to_vector(const at::Tensor& t) {
 }
 
 // Every output count 1..64 (the tiles of 4 rows and their remainders) and lengths around the
-// 16- and 8-sample tiles, with shifted (dilated-conv) input rows and accumulation.
+// 16- and 8-sample tiles (and the AVX-512 variant's 32 and 64), with shifted (dilated-conv) input
+// rows, and y0 added either by accumulating into y (even counts) or as a residual from its own rows
+// (odd counts: y starts as NaN, so an ignored addend or a read of y shows).
 TEST(AmpDsp, MatMulEqualsLibTorchForEveryChannelCount) {
   torch::manual_seed(3);
   for_each_isa([](const char* isa) {
@@ -58,7 +66,16 @@ TEST(AmpDsp, MatMulEqualsLibTorchForEveryChannelCount) {
       m.outputs = outputs;
       m.inputs = inputs;
       m.n = n;
-      m.accumulate = true;
+      const int64_t addend_stride = n + 3;
+      std::vector<float> addend(static_cast<size_t>(outputs * addend_stride));
+      if (outputs % 2 == 0) {
+        m.accumulate = true;
+      } else {
+        for (int64_t o = 0; o < outputs; ++o) std::copy(yf.begin() + o * n, yf.begin() + (o + 1) * n, addend.begin() + o * addend_stride);
+        std::fill(yf.begin(), yf.end(), std::nanf(""));
+        m.addend = addend.data();
+        m.addend_stride = addend_stride;
+      }
       dsp::matmul(m);
       const at::Tensor got = torch::from_blob(yf.data(), {outputs, n}, torch::kFloat).to(torch::kFloat64);
       ASSERT_LE((got - expected).abs().max().item<double>(), 1e-4 * (1 + expected.abs().max().item<double>()))

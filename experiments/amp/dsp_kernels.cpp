@@ -2,6 +2,7 @@
 // AVX2 + FMA, and chosen by what the CPU supports (as wavenet_kernels.h does).
 #include "experiments/amp/dsp_kernels.h"
 
+#include <algorithm>
 #include <atomic>
 
 // Vectors pass between always-inlined helpers only (wavenet_kernels.h).
@@ -15,29 +16,34 @@ using kernels::load;
 using kernels::store;
 using kernels::Vec8;
 
-// One tile of the product: R output rows x (8 V) time steps, R x V accumulators in registers; each
-// input row's V vectors are loaded once and used R times.
-template <int R, int V>
+// One tile of the product: R output rows x (L V) time steps (L lanes per vector: 8, or 16 in the
+// AVX-512 variant), R x V accumulators in registers; each input row's V vectors are loaded once and
+// used R times.
+template <typename Vec, int R, int V>
 __attribute__((always_inline)) inline void tile(const MatMul& m, int64_t o0, int64_t t0) {
-  Vec8 acc[R][V];
+  constexpr int L = sizeof(Vec) / sizeof(float);
+  Vec acc[R][V];
+  // What y starts from besides the bias: y itself (accumulate), a residual, or nothing.
+  const float* start = m.accumulate ? m.y + o0 * m.y_stride : m.addend ? m.addend + o0 * m.addend_stride : nullptr;
+  const int64_t start_stride = m.accumulate ? m.y_stride : m.addend_stride;
   for (int r = 0; r < R; ++r) {
     const float b = m.bias ? m.bias[o0 + r] : 0.0f;
     for (int v = 0; v < V; ++v) {
-      const Vec8 init = Vec8{} + b;
-      acc[r][v] = m.accumulate ? load<Vec8>(m.y + (o0 + r) * m.y_stride + t0 + 8 * v) + init : init;
+      const Vec init = Vec{} + b;
+      acc[r][v] = start ? load<Vec>(start + r * start_stride + t0 + L * v) + init : init;
     }
   }
   const float* w = m.w + o0 * m.inputs;
   for (int64_t i = 0; i < m.inputs; ++i) {
-    Vec8 xv[V];
-    for (int v = 0; v < V; ++v) xv[v] = load<Vec8>(m.x[i] + t0 + 8 * v);
+    Vec xv[V];
+    for (int v = 0; v < V; ++v) xv[v] = load<Vec>(m.x[i] + t0 + L * v);
     for (int r = 0; r < R; ++r) {
       const float wr = w[r * m.inputs + i];
       for (int v = 0; v < V; ++v) acc[r][v] += wr * xv[v];
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) store(m.y + (o0 + r) * m.y_stride + t0 + 8 * v, acc[r][v]);
+    for (int v = 0; v < V; ++v) store(m.y + (o0 + r) * m.y_stride + t0 + L * v, acc[r][v]);
 }
 
 // The time steps past the last multiple of 8, one at a time.
@@ -45,30 +51,37 @@ __attribute__((always_inline)) inline void tail(const MatMul& m, int64_t t0) {
   for (int64_t o = 0; o < m.outputs; ++o) {
     const float* w = m.w + o * m.inputs;
     float* y = m.y + o * m.y_stride;
+    const float* start = m.accumulate ? y : m.addend ? m.addend + o * m.addend_stride : nullptr;
     for (int64_t t = t0; t < m.n; ++t) {
-      float s = (m.bias ? m.bias[o] : 0.0f) + (m.accumulate ? y[t] : 0.0f);
+      float s = (m.bias ? m.bias[o] : 0.0f) + (start ? start[t] : 0.0f);
       for (int64_t i = 0; i < m.inputs; ++i) s += w[i] * m.x[i][t];
       y[t] = s;
     }
   }
 }
 
-template <int V>
+template <typename Vec, int V>
 __attribute__((always_inline)) inline void rows(const MatMul& m, int64_t t0) {
   int64_t o = 0;
-  for (; o + 4 <= m.outputs; o += 4) tile<4, V>(m, o, t0);
+  for (; o + 4 <= m.outputs; o += 4) tile<Vec, 4, V>(m, o, t0);
   switch (m.outputs - o) {
-    case 3: tile<3, V>(m, o, t0); break;
-    case 2: tile<2, V>(m, o, t0); break;
-    case 1: tile<1, V>(m, o, t0); break;
+    case 3: tile<Vec, 3, V>(m, o, t0); break;
+    case 2: tile<Vec, 2, V>(m, o, t0); break;
+    case 1: tile<Vec, 1, V>(m, o, t0); break;
     default: break;
   }
 }
 
+// Wide: 32-step tiles of 16-lane vectors first (AVX-512), then as the others.
+template <bool Wide = false>
 __attribute__((always_inline)) inline void matmul_impl(const MatMul& m) {
   int64_t t = 0;
-  for (; t + 16 <= m.n; t += 16) rows<2>(m, t);
-  for (; t + 8 <= m.n; t += 8) rows<1>(m, t);
+  if constexpr (Wide) {
+    for (; t + 64 <= m.n; t += 64) rows<kernels::Vec16, 4>(m, t);
+    for (; t + 32 <= m.n; t += 32) rows<kernels::Vec16, 2>(m, t);
+  }
+  for (; t + 16 <= m.n; t += 16) rows<Vec8, 2>(m, t);
+  for (; t + 8 <= m.n; t += 8) rows<Vec8, 1>(m, t);
   if (t < m.n) tail(m, t);
 }
 
@@ -146,17 +159,36 @@ void apply_baseline(const Elementwise& f, float* x, int64_t n) { apply_impl(f, x
 #if WAVETRAIN_AMP_AVX2
 __attribute__((target("avx2,fma"))) void matmul_avx2(const MatMul& m) { matmul_impl(m); }
 __attribute__((target("avx2,fma"))) void apply_avx2(const Elementwise& f, float* x, int64_t n) { apply_impl(f, x, n); }
+__attribute__((target("avx512f,avx2,fma"))) void matmul_avx512(const MatMul& m) { matmul_impl<true>(m); }
+__attribute__((target("avx512f,avx2,fma"))) void apply_avx512(const Elementwise& f, float* x, int64_t n) { apply_impl(f, x, n); }
 #endif
 
-std::atomic<bool> baseline_forced{false};
+// The ISA the dispatchers pick: 0 baseline, 1 AVX2 + FMA, 2 AVX-512. One relaxed load per call
+// (the element-wise helpers are called per row of a 64-sample buffer); the CPU is asked once.
+int cpu_level() { return kernels::cpu_has_avx512f() ? 2 : kernels::cpu_has_avx2_fma() ? 1 : 0; }
+std::atomic<bool> baseline_forced{false}, avx512_off{false};
+std::atomic<int> level{cpu_level()};
+void update_level() {
+  const int cap = baseline_forced.load(std::memory_order_relaxed) ? 0 : avx512_off.load(std::memory_order_relaxed) ? 1 : 2;
+  level.store(std::min(cpu_level(), cap), std::memory_order_relaxed);
+}
 
 }  // namespace
 
-bool using_avx2() { return kernels::cpu_has_avx2_fma() && !baseline_forced.load(std::memory_order_relaxed); }
-void force_baseline(bool on) { baseline_forced.store(on, std::memory_order_relaxed); }
+bool using_avx2() { return level.load(std::memory_order_relaxed) >= 1; }
+void force_baseline(bool on) {
+  baseline_forced.store(on, std::memory_order_relaxed);
+  update_level();
+}
+bool using_avx512() { return level.load(std::memory_order_relaxed) >= 2; }
+void force_no_avx512(bool on) {
+  avx512_off.store(on, std::memory_order_relaxed);
+  update_level();
+}
 
 void matmul(const MatMul& m) {
 #if WAVETRAIN_AMP_AVX2
+  if (using_avx512()) return matmul_avx512(m);
   if (using_avx2()) return matmul_avx2(m);
 #endif
   matmul_baseline(m);
@@ -164,22 +196,60 @@ void matmul(const MatMul& m) {
 
 void apply(const Elementwise& f, float* x, int64_t n) {
 #if WAVETRAIN_AMP_AVX2
+  if (using_avx512()) return apply_avx512(f, x, n);
   if (using_avx2()) return apply_avx2(f, x, n);
 #endif
   apply_baseline(f, x, n);
 }
 
-void multiply(const float* a, const float* b, float* y, int64_t n) {
+// The element-wise helpers, dispatched like the rest: in the baseline ISA they would run 4 lanes
+// wide, and they are a fifth of a WaveNet's time there.
+#define WAVETRAIN_AMP_DISPATCH(NAME, PARAMS, ARGS)                                        \
+  __attribute__((always_inline)) inline void NAME##_impl PARAMS;                          \
+  void NAME##_baseline PARAMS { NAME##_impl ARGS; }                                       \
+  WAVETRAIN_AMP_VARIANTS(NAME, PARAMS, ARGS)                                              \
+  void NAME##_dispatch PARAMS {                                                           \
+    WAVETRAIN_AMP_PICK(NAME, ARGS)                                                        \
+    NAME##_baseline ARGS;                                                                 \
+  }
+#if WAVETRAIN_AMP_AVX2
+#define WAVETRAIN_AMP_VARIANTS(NAME, PARAMS, ARGS)                                        \
+  __attribute__((target("avx2,fma"))) void NAME##_avx2 PARAMS { NAME##_impl ARGS; }        \
+  __attribute__((target("avx512f,avx2,fma"))) void NAME##_avx512 PARAMS { NAME##_impl ARGS; }
+#define WAVETRAIN_AMP_PICK(NAME, ARGS)        \
+  if (using_avx512()) return NAME##_avx512 ARGS; \
+  if (using_avx2()) return NAME##_avx2 ARGS;
+#else
+#define WAVETRAIN_AMP_VARIANTS(NAME, PARAMS, ARGS)
+#define WAVETRAIN_AMP_PICK(NAME, ARGS)
+#endif
+
+namespace {
+WAVETRAIN_AMP_DISPATCH(multiply, (const float* a, const float* b, float* y, int64_t n), (a, b, y, n))
+WAVETRAIN_AMP_DISPATCH(scale_shift, (const float* a, const float* s, const float* b, float* y, int64_t n), (a, s, b, y, n))
+WAVETRAIN_AMP_DISPATCH(add, (const float* a, float* y, int64_t n), (a, y, n))
+WAVETRAIN_AMP_DISPATCH(add3, (const float* a, const float* b, float* y, int64_t n), (a, b, y, n))
+
+inline void multiply_impl(const float* a, const float* b, float* y, int64_t n) {
   for (int64_t t = 0; t < n; ++t) y[t] = a[t] * b[t];
 }
-void scale_shift(const float* a, const float* s, const float* b, float* y, int64_t n) {
+inline void scale_shift_impl(const float* a, const float* s, const float* b, float* y, int64_t n) {
   if (b)
     for (int64_t t = 0; t < n; ++t) y[t] = a[t] * s[t] + b[t];
   else
     for (int64_t t = 0; t < n; ++t) y[t] = a[t] * s[t];
 }
-void add(const float* a, float* y, int64_t n) {
+inline void add_impl(const float* a, float* y, int64_t n) {
   for (int64_t t = 0; t < n; ++t) y[t] += a[t];
 }
+inline void add3_impl(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) y[t] = a[t] + b[t];
+}
+}  // namespace
+
+void multiply(const float* a, const float* b, float* y, int64_t n) { multiply_dispatch(a, b, y, n); }
+void scale_shift(const float* a, const float* s, const float* b, float* y, int64_t n) { scale_shift_dispatch(a, s, b, y, n); }
+void add(const float* a, float* y, int64_t n) { add_dispatch(a, y, n); }
+void add(const float* a, const float* b, float* y, int64_t n) { add3_dispatch(a, b, y, n); }
 
 }  // namespace wavetrain::experiments::amp::dsp

@@ -17,12 +17,16 @@ namespace wavetrain::experiments::amp::dsp {
 //           per tap, shifted back in time: rows need not be distinct or ordered)
 //   y       `outputs` rows of n floats, row stride y_stride
 //   bias    may be null; accumulate: add to y instead of overwriting it (bias still added)
+//   addend  may be null: `outputs` rows of n floats, addend_stride apart, added as y is with
+//           accumulate (a residual connection in the same pass); not with accumulate
 struct MatMul {
   const float* w = nullptr;
   const float* const* x = nullptr;
   float* y = nullptr;
   int64_t y_stride = 0;
   const float* bias = nullptr;
+  const float* addend = nullptr;
+  int64_t addend_stride = 0;
   int64_t outputs = 0, inputs = 0, n = 0;
   bool accumulate = false;
 };
@@ -43,10 +47,16 @@ void multiply(const float* a, const float* b, float* y, int64_t n);
 void scale_shift(const float* a, const float* s, const float* b, float* y, int64_t n);
 // y[t] += a[t]
 void add(const float* a, float* y, int64_t n);
+// y[t] = a[t] + b[t], y may alias a or b.
+void add(const float* a, const float* b, float* y, int64_t n);
 
 // Whether the AVX2 + FMA variants run (tests compare both). force_baseline: use the baseline ISA
 // from now on, in this process (tests).
 bool using_avx2();
 void force_baseline(bool on);
+// Whether the AVX-512 variant (the real-time LSTM's only) runs. force_no_avx512: AVX2 at most from
+// now on, in this process (tests, and benchmarks against a core built for AVX2).
+bool using_avx512();
+void force_no_avx512(bool on);
 
 }  // namespace wavetrain::experiments::amp::dsp

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #pragma GCC diagnostic ignored "-Wpsabi"  // vectors between always-inlined helpers (wavenet_kernels.h)
 #include "experiments/amp/dsp_kernels.h"
@@ -17,124 +18,155 @@ using kernels::load;
 using kernels::store;
 using kernels::Vec8;
 
-// exp(x) for x <= 0 on 8 lanes: x = k ln 2 + r, |r| <= ln 2 / 2, exp(r) = 1 + r + r^2 P(r) with
-// P of degree 5 (Cephes' expf coefficients, relative error about 1e-7), evaluated in two halves
-// at once (Estrin) because the recurrence waits on this latency; 2^k made in the exponent bits.
-__attribute__((always_inline)) inline Vec8 exp_nonpositive(Vec8 x) {
-  return kernels::exp_nonpositive_with(x, [](Vec8 r) __attribute__((always_inline)) {
-    const Vec8 r2 = r * r;
-    const Vec8 low = (r * 4.1665795894e-2f + 1.6666665459e-1f) * r + 5.0000001201e-1f;
-    const Vec8 high = (r * 1.9875691500e-4f + 1.3981999507e-3f) * r + 8.3334519073e-3f;
-    return (high * (r2 * r) + low) * r2 + r + 1.0f;
-  });
-}
-
 // tanh(x) = x P(x^2) / Q(x^2) on |x| <= 7.9053111 (beyond it tanh is 1 to float precision):
-// Eigen's rational approximation for float (error a few ulp), with P and Q evaluated side by side
-// (Estrin) because the recurrence waits on this latency. sigmoid(x) = (1 + tanh(x / 2)) / 2.
-// Each is returned as a fraction n / d, so the cell divides twice per 8 units, not five times.
-struct Fraction {
-  Vec8 n, d;
+// Eigen's rational approximation for float (error a few ulp), with P evaluated in halves (Estrin)
+// because the recurrence waits on this latency. Kept as its parts x, P, Q: the cell multiplies x
+// into its numerators while P is still being evaluated, and divides twice per 8 units, not five
+// times. sigmoid(x) = (1 + tanh(x / 2)) / 2 = (Q + x' P) / 2Q with x' = x / 2: the constructor
+// halves the i, f and o gates' weights (exact in float), so no multiply waits here.
+// V is Vec8 or Vec16 (the AVX-512 variant's matrix-vector product).
+template <typename V>
+struct TanhParts {
+  V x, p, q;
 };
-__attribute__((always_inline)) inline Fraction tanh_fraction(Vec8 x) {
+template <typename V>
+struct Fraction {
+  V n, d;
+};
+template <typename V>
+__attribute__((always_inline)) inline TanhParts<V> tanh_parts(V x) {
   const float limit = 7.90531110763549805f;
-  x = x > limit ? Vec8{} + limit : (x < -limit ? Vec8{} - limit : x);
-  const Vec8 x2 = x * x, x4 = x2 * x2, x8 = x4 * x4;
-  const Vec8 p_low = (x2 * 6.37261928875436e-04f + 4.89352455891786e-03f) + x4 * (x2 * 5.12229709037114e-08f + 1.48572235717979e-05f);
-  const Vec8 p_high = (x2 * 2.00018790482477e-13f - 8.60467152213735e-11f) + x4 * -2.76076847742355e-16f;
-  const Vec8 q = (x2 * 2.26843463243900e-03f + 4.89352518554385e-03f) + x4 * (x2 * 1.19825839466702e-06f + 1.18534705686654e-04f);
-  return {x * (p_low + x8 * p_high), q};
+  x = x > limit ? V{} + limit : (x < -limit ? V{} - limit : x);
+  const V x2 = x * x, x4 = x2 * x2, x8 = x4 * x4;
+  const V p_low = (x2 * 6.37261928875436e-04f + 4.89352455891786e-03f) + x4 * (x2 * 5.12229709037114e-08f + 1.48572235717979e-05f);
+  const V p_high = (x2 * 2.00018790482477e-13f - 8.60467152213735e-11f) + x4 * -2.76076847742355e-16f;
+  const V q = (x2 * 2.26843463243900e-03f + 4.89352518554385e-03f) + x4 * (x2 * 1.19825839466702e-06f + 1.18534705686654e-04f);
+  return {x, p_low + x8 * p_high, q};
 }
-__attribute__((always_inline)) inline Fraction sigmoid(Vec8 x) {
-  const Fraction t = tanh_fraction(0.5f * x);
-  return {t.d + t.n, 2.0f * t.d};
+// sigmoid of the halved gate x': (Q + x' P) / 2Q.
+template <typename V>
+__attribute__((always_inline)) inline Fraction<V> sigmoid_of_half(const TanhParts<V>& t) {
+  return {t.q + t.x * t.p, 2.0f * t.q};
 }
 
-// The NAM core's fast tanh (its plugin's setting), on 8 lanes, in the core's order of operations:
+// The NAM core's fast tanh (its plugin's setting), in the core's order of operations:
 //   x (a + a|x| + (b + c|x|) x^2) / (e + (e + x^2) |x + d x |x||)
 // It is 1.008 at infinity, not 1, and its error is up to 4.4e-4 on |x| <= 8. The core's LSTM uses
-// it for the sigmoids too, as (fast_tanh(x / 2) + 1) / 2. Returned as a value (denominator 1):
-// its denominator grows as x^4, and the cell's products of three would overflow.
-__attribute__((always_inline)) inline Fraction fast_tanh(Vec8 x) {
-  const Vec8 ax = x < 0.0f ? -x : x, x2 = x * x;
-  const Vec8 num = x * (2.45550750702956f + 2.45550750702956f * ax + (0.893229853513558f + 0.821226666969744f * ax) * x2);
-  const Vec8 inner = x + 0.814642734961073f * x * ax;
-  const Vec8 den = 2.44506634652299f + (2.44506634652299f + x2) * (inner < 0.0f ? -inner : inner);
-  return {num / den, Vec8{} + 1.0f};
+// it for the sigmoids too, as (fast_tanh(x / 2) + 1) / 2 (x / 2 from the halved weights, exactly as
+// the core's multiply by 0.5). Divided at once: its denominator grows as x^4, and products of three
+// would overflow.
+template <typename V>
+__attribute__((always_inline)) inline V fast_tanh(V x) {
+  const V ax = x < 0.0f ? -x : x, x2 = x * x;
+  const V num = x * (2.45550750702956f + 2.45550750702956f * ax + (0.893229853513558f + 0.821226666969744f * ax) * x2);
+  const V inner = x + 0.814642734961073f * x * ax;
+  const V den = 2.44506634652299f + (2.44506634652299f + x2) * (inner < 0.0f ? -inner : inner);
+  return num / den;
+}
+template <typename V>
+__attribute__((always_inline)) inline V fast_sigmoid_of_half(V x) {
+  return (fast_tanh(x) + 1.0f) * 0.5f;
 }
 
-// Units [8u, 8u + 8) of one step, from their four gate vectors:
-//   c = sigmoid(f) c + sigmoid(i) tanh(g) = (nf c di dg + ni ng df) / (df di dg)
-// (every d is between 4.9e-3 and 2: the products stay well inside float's range)
-//   h = sigmoid(o) tanh(c)
-template <bool Fast>
-__attribute__((always_inline)) inline Fraction tanh_of(Vec8 x) {
-  if constexpr (Fast) return fast_tanh(x);
-  else return tanh_fraction(x);
+// Units [8u, 8u + 8) of one step, exact: c = sigmoid(f) c + sigmoid(i) tanh(g),
+//   c = (fn c / fd) + (in gx gp) / (id gq) = [(fn id)(c gq) + (in fd)(gx gp)] / (fd id gq)
+// (every d is between 4.9e-3 and 2: the products stay well inside float's range), grouped so the
+// products that wait on the gates are two deep, then h = sigmoid(o) tanh(c) = (on cx)(cp) / (od cq).
+__attribute__((always_inline)) inline void update(Fraction<Vec8> i, Fraction<Vec8> f, TanhParts<Vec8> g, Fraction<Vec8> o, float* c,
+                                                  float* h) {
+  const Vec8 cv = load<Vec8>(c);
+  const Vec8 cn = ((f.n * i.d) * (cv * g.q) + (i.n * f.d) * (g.x * g.p)) / ((f.d * i.d) * g.q);
+  const TanhParts<Vec8> t = tanh_parts(cn);
+  store(c, cn);
+  store(h, ((o.n * t.x) * t.p) / (o.d * t.q));
 }
-template <bool Fast>
-__attribute__((always_inline)) inline Fraction sigmoid_of(Vec8 x) {
-  if constexpr (Fast) {
-    const Fraction t = fast_tanh(0.5f * x);
-    return {(t.n + 1.0f) * 0.5f, t.d};
-  } else {
-    return sigmoid(x);
+__attribute__((always_inline)) inline void update_fast(Vec8 i, Vec8 f, Vec8 g, Vec8 o, float* c, float* h) {
+  const Vec8 cn = f * load<Vec8>(c) + i * g;
+  store(c, cn);
+  store(h, o * fast_tanh(cn));
+}
+
+// gates = bias + W [x; h] into Z vectors of V, with P partial sums over the columns: the next step
+// waits on this sum, so P chains of (columns / P) multiply-adds instead of one long chain, where
+// registers allow (AVX2 has 16, AVX-512 32).
+template <typename V, int Z, int P>
+__attribute__((always_inline)) inline void gates(V (&acc)[Z], const float* w, const float* bias, const float* x, int64_t inputs, const float* h,
+                                                 int64_t hidden) {
+  constexpr int L = sizeof(V) / sizeof(float);
+  V part[P][Z];
+  for (int z = 0; z < Z; ++z) part[0][z] = load<V>(bias + L * z);
+  for (int p = 1; p < P; ++p)
+    for (int z = 0; z < Z; ++z) part[p][z] = V{};
+  // Columns [x; h]: P at a time, one into each partial sum; the rest into the first ones.
+  auto columns = [&](const float* v, int64_t count) __attribute__((always_inline)) {
+    int64_t j = 0;
+    for (; j + P <= count; j += P, w += L * Z * P)
+      for (int p = 0; p < P; ++p)
+        for (int z = 0; z < Z; ++z) part[p][z] += load<V>(w + L * (Z * p + z)) * v[j + p];
+    for (int p = 0; p + 1 < P; ++p)  // fewer than P left: p is a constant once unrolled
+      if (j + p < count)
+        for (int z = 0; z < Z; ++z) part[p][z] += load<V>(w + L * (Z * p + z)) * v[j + p];
+    w += L * Z * (count - j);
+  };
+  columns(x, inputs);
+  columns(h, hidden);
+  // Summed as a tree: log2(P) adds deep.
+  for (int z = 0; z < Z; ++z) {
+    if constexpr (P == 4) acc[z] = (part[0][z] + part[1][z]) + (part[2][z] + part[3][z]);
+    else if constexpr (P == 2) acc[z] = part[0][z] + part[1][z];
+    else acc[z] = part[0][z];
   }
 }
 
-template <bool Fast>
-__attribute__((always_inline)) inline void units(Vec8 gi, Vec8 gf, Vec8 gg, Vec8 go, float* c, float* h) {
-  const Fraction i = sigmoid_of<Fast>(gi), f = sigmoid_of<Fast>(gf), g = tanh_of<Fast>(gg), o = sigmoid_of<Fast>(go);
-  const Vec8 cv = load<Vec8>(c);
-  const Vec8 cn = (f.n * cv * i.d * g.d + i.n * g.n * f.d) / (f.d * i.d * g.d);
-  const Fraction t = tanh_of<Fast>(cn);
-  store(c, cn);
-  store(h, (o.n * t.n) / (o.d * t.d));
-}
-
-// One layer's step with U chunks of 8 units: the 4U gate vectors (i, f, g, o groups of U) stay in
-// registers through the matrix-vector product and the cell update.
-template <int U, bool Fast>
+// One layer's step with U chunks of 8 units, gates chunk-major: chunk u's 32 gates are i, f, g, o of
+// its 8 units (the i, f and o rows halved). They stay in registers through the matrix-vector product
+// and the cell update. Vec8: 4U vectors; Vec16 (AVX-512): 2U vectors, [i|f] and [g|o].
+template <typename V, int U, int P, bool Fast>
 __attribute__((always_inline)) inline void cell_blocked(const float* w, const float* bias, const float* x, int64_t inputs, float* h, float* c,
                                                         int64_t hidden) {
-  constexpr int G = 4 * U;
-  Vec8 acc[G];
-  for (int v = 0; v < G; ++v) acc[v] = load<Vec8>(bias + 8 * v);
-  for (int64_t j = 0; j < inputs; ++j, w += 8 * G)
-    for (int v = 0; v < G; ++v) acc[v] += load<Vec8>(w + 8 * v) * x[j];
-  if constexpr (U == 1) {
-    // Four gate vectors leave the FMA units idle between dependent adds: two interleaved sums over
-    // the hidden columns halve the chain the next step waits for.
-    Vec8 odd[G] = {};
-    int64_t j = 0;
-    for (; j + 1 < hidden; j += 2, w += 16 * G)
-      for (int v = 0; v < G; ++v) {
-        acc[v] += load<Vec8>(w + 8 * v) * h[j];
-        odd[v] += load<Vec8>(w + 8 * G + 8 * v) * h[j + 1];
-      }
-    for (; j < hidden; ++j, w += 8 * G)
-      for (int v = 0; v < G; ++v) acc[v] += load<Vec8>(w + 8 * v) * h[j];
-    for (int v = 0; v < G; ++v) acc[v] += odd[v];
-  } else {
-    for (int64_t j = 0; j < hidden; ++j, w += 8 * G)
-      for (int v = 0; v < G; ++v) acc[v] += load<Vec8>(w + 8 * v) * h[j];
+  constexpr int L = sizeof(V) / sizeof(float), Z = 32 * U / L;
+  static_assert(P == 1 || P == 2 || P == 4, "the partial sums are added as a tree of 1, 2 or 4");
+  V acc[Z];
+  gates<V, Z, P>(acc, w, bias, x, inputs, h, hidden);
+  // Unrolled, so acc[] stays in registers (indexed by a loop counter, GCC keeps it on the stack).
+#pragma GCC unroll 4
+  for (int u = 0; u < U; ++u) {
+    Vec8 gi, gf, gg, go;
+    if constexpr (L == 8) {
+      gi = acc[4 * u], gf = acc[4 * u + 1], gg = acc[4 * u + 2], go = acc[4 * u + 3];
+    } else {
+      gi = __builtin_shufflevector(acc[2 * u], acc[2 * u], 0, 1, 2, 3, 4, 5, 6, 7);
+      gf = __builtin_shufflevector(acc[2 * u], acc[2 * u], 8, 9, 10, 11, 12, 13, 14, 15);
+      gg = __builtin_shufflevector(acc[2 * u + 1], acc[2 * u + 1], 0, 1, 2, 3, 4, 5, 6, 7);
+      go = __builtin_shufflevector(acc[2 * u + 1], acc[2 * u + 1], 8, 9, 10, 11, 12, 13, 14, 15);
+    }
+    if constexpr (Fast)
+      update_fast(fast_sigmoid_of_half(gi), fast_sigmoid_of_half(gf), fast_tanh(gg), fast_sigmoid_of_half(go), c + 8 * u, h + 8 * u);
+    else
+      update(sigmoid_of_half(tanh_parts(gi)), sigmoid_of_half(tanh_parts(gf)), tanh_parts(gg), sigmoid_of_half(tanh_parts(go)), c + 8 * u,
+             h + 8 * u);
   }
-  for (int u = 0; u < U; ++u) units<Fast>(acc[u], acc[U + u], acc[2 * U + u], acc[3 * U + u], c + 8 * u, h + 8 * u);
 }
 
 // Any hidden size: the gates through memory.
 template <bool Fast>
 __attribute__((always_inline)) inline void cell_any(const float* w, const float* bias, const float* x, int64_t inputs, float* h, float* c,
                                                     int64_t hidden, float* gates, int64_t chunks) {
-  const int64_t G = 4 * chunks * 8;
+  const int64_t G = 32 * chunks;
   std::copy(bias, bias + G, gates);
   for (int64_t j = 0; j < inputs; ++j, w += G)
     for (int64_t g = 0; g < G; ++g) gates[g] += w[g] * x[j];
   for (int64_t j = 0; j < hidden; ++j, w += G)
     for (int64_t g = 0; g < G; ++g) gates[g] += w[g] * h[j];
-  for (int64_t u = 0; u < chunks; ++u)
-    units<Fast>(load<Vec8>(gates + 8 * u), load<Vec8>(gates + 8 * (chunks + u)), load<Vec8>(gates + 8 * (2 * chunks + u)),
-          load<Vec8>(gates + 8 * (3 * chunks + u)), c + 8 * u, h + 8 * u);
+  for (int64_t u = 0; u < chunks; ++u) {
+    const float* q = gates + 32 * u;
+    const Vec8 gi = load<Vec8>(q), gf = load<Vec8>(q + 8), gg = load<Vec8>(q + 16), go = load<Vec8>(q + 24);
+    if constexpr (Fast)
+      update_fast(fast_sigmoid_of_half(gi), fast_sigmoid_of_half(gf), fast_tanh(gg), fast_sigmoid_of_half(go), c + 8 * u, h + 8 * u);
+    else
+      update(sigmoid_of_half(tanh_parts(gi)), sigmoid_of_half(tanh_parts(gf)), tanh_parts(gg), sigmoid_of_half(tanh_parts(go)), c + 8 * u,
+             h + 8 * u);
+  }
 }
 
 // The head: y = bias + head . h over the padded units (the padding's weights are zero).
@@ -160,13 +192,18 @@ struct Args {
 };
 
 // The whole buffer, sample by sample, with U chunks of 8 units known at compile time (0: any):
-// the loop over time is inside, so nothing is called per sample.
-template <int U, bool Fast>
+// the loop over time is inside, so nothing is called per sample. Wide (AVX-512): 16-lane gates for
+// 24 units, where the product's multiply-adds are what each step waits on; smaller cells wait on
+// their chains instead, and GCC's AVX-512 code for them (compares into mask registers) is slower,
+// so they run the AVX2 variant (measured: docs/amp.md).
+template <bool Wide, int U, bool Fast>
 __attribute__((always_inline)) inline void run(const Args& a, const float* in, float* out, int64_t n) {
+  using V = std::conditional_t<Wide && U == 3, kernels::Vec16, Vec8>;
+  constexpr int P = Wide || U == 1 ? 2 : 1;
   for (int64_t t = 0; t < n; ++t) {
     const float* input = in + t;
     for (int64_t l = 0; l < a.layers; ++l) {
-      if constexpr (U > 0) cell_blocked<U, Fast>(a.w[l], a.bias[l], input, a.inputs[l], a.h[l], a.c[l], a.hidden);
+      if constexpr (U > 0) cell_blocked<V, U, P, Fast>(a.w[l], a.bias[l], input, a.inputs[l], a.h[l], a.c[l], a.hidden);
       else cell_any<Fast>(a.w[l], a.bias[l], input, a.inputs[l], a.h[l], a.c[l], a.hidden, a.gates, a.chunks);
       input = a.h[l];
     }
@@ -177,10 +214,10 @@ __attribute__((always_inline)) inline void run(const Args& a, const float* in, f
 template <bool Fast>
 __attribute__((always_inline)) inline void run_chunks(const Args& a, const float* in, float* out, int64_t n) {
   switch (a.chunks) {
-    case 1: return run<1, Fast>(a, in, out, n);
-    case 2: return run<2, Fast>(a, in, out, n);
-    case 3: return run<3, Fast>(a, in, out, n);
-    default: return run<0, Fast>(a, in, out, n);
+    case 1: return run<false, 1, Fast>(a, in, out, n);
+    case 2: return run<false, 2, Fast>(a, in, out, n);
+    case 3: return run<false, 3, Fast>(a, in, out, n);
+    default: return run<false, 0, Fast>(a, in, out, n);
   }
 }
 
@@ -192,6 +229,11 @@ __attribute__((always_inline)) inline void run_any(const Args& a, const float* i
 void run_baseline(const Args& a, const float* in, float* out, int64_t n) { run_any(a, in, out, n); }
 #if WAVETRAIN_AMP_AVX2
 __attribute__((target("avx2,fma"))) void run_avx2(const Args& a, const float* in, float* out, int64_t n) { run_any(a, in, out, n); }
+// Cells of 17 to 24 units only (the constructor picks it for them).
+__attribute__((target("avx512f,avx2,fma"))) void run_avx512(const Args& a, const float* in, float* out, int64_t n) {
+  if (a.fast_tanh) run<true, 3, true>(a, in, out, n);
+  else run<true, 3, false>(a, in, out, n);
+}
 #endif
 
 }  // namespace
@@ -202,9 +244,13 @@ LstmDsp::LstmDsp(const LstmConfig& config, const std::vector<float>& weights, in
   if (static_cast<int64_t>(weights.size()) != lstm_weight_count(config))
     throw std::invalid_argument("LSTM: " + std::to_string(weights.size()) + " weights given, this architecture has " +
                                 std::to_string(lstm_weight_count(config)));
-  // Each gate group (i, f, g, o) padded to a multiple of 8 units: group q is rows [q Hp, q Hp + H).
+  // Units padded to chunks of 8, gates chunk-major: unit k's gate q (i, f, g, o) is row
+  // row(q, k) = 32 (k / 8) + 8 q + k % 8. The i, f and o rows are halved (sigmoid(x) is computed
+  // from tanh(x / 2); halving is exact in float).
   chunks_ = (H + 7) / 8;
   const int64_t Hp = 8 * chunks_, G = 4 * Hp;
+  auto row = [](int64_t q, int64_t k) { return 32 * (k / 8) + 8 * q + k % 8; };
+  auto scale = [](int64_t q) { return q == 2 ? 1.0f : 0.5f; };
   size_t at = 0;
   auto next = [&] { return weights[at++]; };
   for (int64_t l = 0; l < config.num_layers; ++l) {
@@ -215,10 +261,10 @@ LstmDsp::LstmDsp(const LstmConfig& config, const std::vector<float>& weights, in
     layer.w.assign(static_cast<size_t>(cols * G), 0.0f);
     for (int64_t q = 0; q < 4; ++q)
       for (int64_t k = 0; k < H; ++k)
-        for (int64_t j = 0; j < cols; ++j) layer.w[static_cast<size_t>(j * G + q * Hp + k)] = next();
+        for (int64_t j = 0; j < cols; ++j) layer.w[static_cast<size_t>(j * G + row(q, k))] = scale(q) * next();
     layer.bias.assign(static_cast<size_t>(G), 0.0f);
     for (int64_t q = 0; q < 4; ++q)
-      for (int64_t k = 0; k < H; ++k) layer.bias[static_cast<size_t>(q * Hp + k)] = next();
+      for (int64_t k = 0; k < H; ++k) layer.bias[static_cast<size_t>(row(q, k))] = scale(q) * next();
     layer.h0.assign(static_cast<size_t>(Hp), 0.0f);
     layer.c0.assign(static_cast<size_t>(Hp), 0.0f);
     for (int64_t k = 0; k < H; ++k) layer.h0[static_cast<size_t>(k)] = next();
@@ -235,6 +281,7 @@ LstmDsp::LstmDsp(const LstmConfig& config, const std::vector<float>& weights, in
     inputs_.push_back(l.inputs);
   }
   avx2_ = dsp::using_avx2();
+  avx512_ = dsp::using_avx512() && chunks_ == 3;  // see run()
   reset();
 }
 
@@ -259,6 +306,7 @@ void LstmDsp::process(const float* in, float* out, int64_t n) {
   const Args a{w_.data(), b_.data(), inputs_.data(), h_.data(), c_.data(), static_cast<int64_t>(layers_.size()), hidden_, chunks_,
                gates_.data(), head_.data(), head_bias_, fast_tanh_};
 #if WAVETRAIN_AMP_AVX2
+  if (avx512_) return run_avx512(a, in, out, n);
   if (avx2_) return run_avx2(a, in, out, n);
 #endif
   run_baseline(a, in, out, n);

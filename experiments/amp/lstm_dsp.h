@@ -47,7 +47,7 @@ class LstmDsp {
   std::vector<const float*> w_, b_;
   std::vector<int64_t> inputs_;
   std::vector<float*> h_, c_;
-  bool avx2_ = false;
+  bool avx2_ = false, avx512_ = false;
   bool fast_tanh_ = false;
 };
 

@@ -72,8 +72,10 @@ struct Conv {
     rows.resize(static_cast<size_t>((in / groups) * kernel));
   }
   // y[o][0 .. n) (+)= b[o] + sum over (c, k) of w[o][c][k] x[c][t - (kernel - 1 - k) dilation]; x's
-  // rows are x_stride apart and hold (kernel - 1) dilation samples before the block.
-  void run(const float* x, int64_t x_stride, float* y, int64_t y_stride, int64_t n, bool accumulate) {
+  // rows are x_stride apart and hold (kernel - 1) dilation samples before the block. addend (not
+  // with accumulate): rows added to y in the same pass, addend_stride apart.
+  void run(const float* x, int64_t x_stride, float* y, int64_t y_stride, int64_t n, bool accumulate, const float* addend = nullptr,
+           int64_t addend_stride = 0) {
     const int64_t gi = in / groups, go = out / groups;
     for (int64_t g = 0; g < groups; ++g) {
       size_t i = 0;
@@ -89,6 +91,10 @@ struct Conv {
       m.inputs = gi * kernel;
       m.n = n;
       m.accumulate = accumulate;
+      if (addend) {
+        m.addend = addend + g * go * addend_stride;
+        m.addend_stride = addend_stride;
+      }
       dsp::matmul(m);
     }
   }
@@ -190,14 +196,16 @@ void WaveNetDsp::Array::process(const float* y, int64_t y_stride, const float* c
       L.mixer.run(mix_src, mix_stride, a.data(), S, n, true);
     }
     L.film[kActivationPre].apply(a.data(), S, c, c_stride, film.data(), S, n);
-    // The activation: p [B rows].
-    copy_rows(a.data(), S, p.data(), S, B, n);
-    L.primary.apply(p.data(), S, B, n);
+    // The activation: p [B rows]. In place in a's first B rows, except where a blended layer
+    // needs them after.
+    float* const pp = L.gating == Gating::Blended ? p.data() : a.data();
+    if (pp != a.data()) copy_rows(a.data(), S, pp, S, B, n);
+    L.primary.apply(pp, S, B, n);
     if (L.gating != Gating::None) {
       float* gate = a.data() + B * S;
       L.secondary.apply(gate, S, B, n);
       for (int64_t r = 0; r < B; ++r) {
-        float* pr = p.data() + r * S;
+        float* pr = pp + r * S;
         const float* gr = gate + r * S;
         if (L.gating == Gating::Gated) {
           dsp::multiply(pr, gr, pr, n);
@@ -207,7 +215,7 @@ void WaveNetDsp::Array::process(const float* y, int64_t y_stride, const float* c
         }
       }
     }
-    L.film[kActivationPost].apply(p.data(), S, c, c_stride, film.data(), S, n);
+    L.film[kActivationPost].apply(pp, S, c, c_stride, film.data(), S, n);
     // The residual: the next layer's input (or the array's output) = z + layer1x1(p).
     Layer* next = li + 1 < layers.size() ? &layers[li + 1] : nullptr;
     float* dst = z_out.data();
@@ -220,27 +228,22 @@ void WaveNetDsp::Array::process(const float* y, int64_t y_stride, const float* c
     // Without a layer1x1 the core passes z on unchanged. Its layer1x1_post_film takes effect in
     // blended layers only (the core's behaviour, which the reference outputs confirm; in other
     // layers its weights are read and unused).
-    if (L.has_layer1x1) {
-      L.layer1x1.run(p.data(), S, tmp.data(), S, n, false);
-      if (L.gating == Gating::Blended) L.film[kLayer1x1Post].apply(tmp.data(), S, c, c_stride, film.data(), S, n);
-    }
-    for (int64_t r = 0; r < C; ++r) {
-      const float* z = L.in.row(r);
-      float* d = dst + r * dst_stride;
-      if (L.has_layer1x1) {
-        const float* u = tmp.data() + r * S;
-        for (int64_t t = 0; t < n; ++t) d[t] = z[t] + u[t];
-      } else {
-        std::memcpy(d, z, static_cast<size_t>(n) * sizeof(float));
-      }
+    if (!L.has_layer1x1) {
+      copy_rows(L.in.base(), L.in.stride(), dst, dst_stride, C, n);
+    } else if (L.gating == Gating::Blended && L.film[kLayer1x1Post].active) {
+      L.layer1x1.run(pp, S, tmp.data(), S, n, false);
+      L.film[kLayer1x1Post].apply(tmp.data(), S, c, c_stride, film.data(), S, n);
+      for (int64_t r = 0; r < C; ++r) dsp::add(L.in.row(r), tmp.data() + r * S, dst + r * dst_stride, n);
+    } else {
+      L.layer1x1.run(pp, S, dst, dst_stride, n, false, L.in.base(), L.in.stride());  // z + layer1x1(p) in one pass
     }
     // The head's share.
     if (L.has_head1x1) {
-      L.head1x1.run(p.data(), S, tmp.data(), S, n, false);
+      L.head1x1.run(pp, S, tmp.data(), S, n, false);
       L.film[kHead1x1Post].apply(tmp.data(), S, c, c_stride, film.data(), S, n);
       for (int64_t r = 0; r < head_in; ++r) dsp::add(tmp.data() + r * S, head_sum.row(r), n);
     } else {
-      for (int64_t r = 0; r < head_in; ++r) dsp::add(p.data() + r * S, head_sum.row(r), n);
+      for (int64_t r = 0; r < head_in; ++r) dsp::add(pp + r * S, head_sum.row(r), n);
     }
     L.in.end(n);
     if (L.film[kConvPre].active) L.film_in.end(n);

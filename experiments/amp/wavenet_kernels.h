@@ -16,6 +16,7 @@ namespace wavetrain::experiments::amp::kernels {
 // returning 32-byte vectors without AVX does not apply (the files using them silence it).
 typedef float Vec8 __attribute__((vector_size(32)));
 typedef float Vec4 __attribute__((vector_size(16)));
+typedef float Vec16 __attribute__((vector_size(64)));  // only inside AVX-512 variants
 
 template <typename Vec>
 __attribute__((always_inline)) inline Vec load(const float* p) {
@@ -71,9 +72,19 @@ inline bool cpu_has_avx2_fma() {
   }();
   return has;
 }
+// AVX-512F (with AVX2 + FMA): the real-time LSTM's 16-lane variant. __builtin_cpu_supports checks
+// that the OS saves the 512-bit registers too.
+inline bool cpu_has_avx512f() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return cpu_has_avx2_fma() && __builtin_cpu_supports("avx512f");
+  }();
+  return has;
+}
 #else
 #define WAVETRAIN_AMP_AVX2 0
 inline bool cpu_has_avx2_fma() { return false; }
+inline bool cpu_has_avx512f() { return false; }
 #endif
 
 // The channel counts with register-blocked kernels, as Vec x W floats x V vectors a row (NAM's
