@@ -193,9 +193,9 @@ struct Args {
 
 // The whole buffer, sample by sample, with U chunks of 8 units known at compile time (0: any):
 // the loop over time is inside, so nothing is called per sample. Wide (AVX-512): 16-lane gates for
-// 24 units, where the product's multiply-adds are what each step waits on; smaller cells wait on
-// their chains instead, and GCC's AVX-512 code for them (compares into mask registers) is slower,
-// so they run the AVX2 variant (measured: docs/amp.md).
+// 17-24 units, where the product's multiply-adds are what each step waits on. Smaller cells wait on
+// the activations' chain instead: compiled for AVX-512 they measured no faster than the AVX2
+// variant (and slower with more partial sums), so they run that.
 template <bool Wide, int U, bool Fast>
 __attribute__((always_inline)) inline void run(const Args& a, const float* in, float* out, int64_t n) {
   using V = std::conditional_t<Wide && U == 3, kernels::Vec16, Vec8>;
