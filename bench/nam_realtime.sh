@@ -17,11 +17,11 @@
 #   generic  as sse2 but without NAM_ENABLE_A2_FAST: the core's generic WaveNet for A2 models
 # All with -std=c++20 -DNDEBUG, fast tanh switched on before loading (the plugin always does) and
 # double samples (the plugin leaves NAM_SAMPLE_FLOAT undefined). Then, for ROUNDS rounds, each model
-# is played by wavetrain and by each core build in turn (the order rotates from round to round; on
-# an AVX-512 CPU wavetrain plays twice, as it picks and held to AVX2, against the core's AVX2 build), and
-# the script prints a Markdown table: each engine's median real-time factor (the range over the
-# rounds in brackets) and wavetrain's ratio to each core build (min / median of the rounds' ratios;
-# each round's ratio compares runs made seconds apart). The load average is printed at the start and
+# is played by wavetrain and by each core build in turn (the order rotates from round to round).
+# wavetrain plays with exact tanh and with the core's fast tanh (the function the core computes), and
+# on an AVX-512 CPU also held to AVX2 (against the core's AVX2 build). The script prints two Markdown
+# tables: each engine's median real-time factor (the range over the rounds in brackets), and the
+# ratios (min / median of the rounds' ratios; each round's ratio compares runs made seconds apart). The load average is printed at the start and
 # at the end: the machine may be shared.
 #
 # Getting the core (what the comparison was made with: commit daae2d0, August 2026):
@@ -140,6 +140,7 @@ rtf() {  # engine file
   case "$1" in
     wavetrain) out=$("$bin" --no-presets "$seconds" "$2") ;;
     wavetrain-avx2) out=$("$bin" --no-avx512 --no-presets "$seconds" "$2") ;;
+    wavetrain-fast) out=$("$bin" --fast-tanh --no-presets "$seconds" "$2") ;;
     *) out=$("$root/nam-core-$1/nam_core_bench" "$seconds" "$2") ;;
   esac
   awk 'END { print $NF }' <<<"$out"
@@ -159,7 +160,7 @@ echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 declare -A results  # "engine|label" -> real-time factors, one per round
 for ((r = 0; r < rounds; r++)); do
   for f in "${files[@]}"; do
-    engines=(wavetrain sse2 avx2)
+    engines=(wavetrain wavetrain-fast sse2 avx2)
     ((avx512)) && engines+=(avx512 wavetrain-avx2)
     is_a2 "$f" && engines+=(generic)
     n=${#engines[@]}
@@ -177,30 +178,43 @@ stat_ratio() {
   paste -d' ' <(tr ' ' '\n' <<<"$1" | awk 'NF') <(tr ' ' '\n' <<<"$2" | awk 'NF') | awk '{ print $1 / $2 }' | sort -g |
     awk '{ v[NR] = $1 } END { m = v[int(NR / 2) + 1]; if (NR > 1) printf "%.2f / %.2f", v[1], m; else printf "%.2f", m }'
 }
+# The core built for the instruction set wavetrain's engine picks on this CPU.
+same=avx2 same_name="AVX2+FMA"
+((avx512)) && same=avx512 same_name="AVX-512"
 echo
-if ((avx512)); then
-  echo "| model | wavetrain (AVX-512) | core SSE2 (plugin build) | wavetrain / SSE2 | core AVX-512 | wavetrain / AVX-512 | core AVX2+FMA | wavetrain held to AVX2 | held to AVX2 / core AVX2 | core SSE2, generic A2 path | A2 fast path / generic |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|"
-else
-  echo "| model | wavetrain | core SSE2 (plugin build) | wavetrain / SSE2 | core AVX2+FMA | wavetrain / AVX2 | core SSE2, generic A2 path | A2 fast path / generic |"
-  echo "|---|---|---|---|---|---|---|---|"
-fi
+echo "Real-time factors: median (range) over the rounds."
+echo
+header="| model | wavetrain | wavetrain, fast tanh |"
+((avx512)) && header+=" wavetrain held to AVX2 |"
+header+=" core SSE2 (plugin build) | core AVX2+FMA |"
+((avx512)) && header+=" core AVX-512 |"
+header+=" core SSE2, generic A2 path |"
+echo "$header"
+echo "$header" | sed 's/[^|]//g; s/|/|---/g; s/---$//'
 for f in "${files[@]}"; do
   l=$(label "$f")
-  w=${results["wavetrain|$l"]} s=${results["sse2|$l"]} a=${results["avx2|$l"]}
-  row="| $l | $(stat_rtf "$w") | $(stat_rtf "$s") | $(stat_ratio "$w" "$s")"
-  if ((avx512)); then
-    x=${results["avx512|$l"]} w2=${results["wavetrain-avx2|$l"]}
-    row+=" | $(stat_rtf "$x") | $(stat_ratio "$w" "$x") | $(stat_rtf "$a") | $(stat_rtf "$w2") | $(stat_ratio "$w2" "$a")"
-  else
-    row+=" | $(stat_rtf "$a") | $(stat_ratio "$w" "$a")"
-  fi
-  if is_a2 "$f"; then
-    g=${results["generic|$l"]}
-    row+=" | $(stat_rtf "$g") | $(stat_ratio "$s" "$g") |"
-  else
-    row+=" | – | – |"
-  fi
+  row="| $l | $(stat_rtf "${results["wavetrain|$l"]}") | $(stat_rtf "${results["wavetrain-fast|$l"]}") |"
+  ((avx512)) && row+=" $(stat_rtf "${results["wavetrain-avx2|$l"]}") |"
+  row+=" $(stat_rtf "${results["sse2|$l"]}") | $(stat_rtf "${results["avx2|$l"]}") |"
+  ((avx512)) && row+=" $(stat_rtf "${results["avx512|$l"]}") |"
+  if is_a2 "$f"; then row+=" $(stat_rtf "${results["generic|$l"]}") |"; else row+=" – |"; fi
+  echo "$row"
+done
+echo
+echo "Ratios, round by round: min / median. The core always plays its fast tanh (as the plugin does);"
+echo "wavetrain plays exact tanh unless the column says fast tanh (then the same function as the core)."
+echo
+header="| model | wavetrain / core SSE2 | wavetrain / core $same_name (same ISA) | fast tanh / core $same_name |"
+((avx512)) && header+=" held to AVX2 / core AVX2+FMA |"
+header+=" core: A2 fast path / generic |"
+echo "$header"
+echo "$header" | sed 's/[^|]//g; s/|/|---/g; s/---$//'
+for f in "${files[@]}"; do
+  l=$(label "$f")
+  w=${results["wavetrain|$l"]} wf=${results["wavetrain-fast|$l"]} s=${results["sse2|$l"]} x=${results["$same|$l"]}
+  row="| $l | $(stat_ratio "$w" "$s") | $(stat_ratio "$w" "$x") | $(stat_ratio "$wf" "$x") |"
+  ((avx512)) && row+=" $(stat_ratio "${results["wavetrain-avx2|$l"]}" "${results["avx2|$l"]}") |"
+  if is_a2 "$f"; then row+=" $(stat_ratio "$s" "${results["generic|$l"]}") |"; else row+=" – |"; fi
   echo "$row"
 done
 echo

@@ -2,7 +2,7 @@
 // model: 64-sample buffers, one thread, 48 kHz, after a reset. For NAM's presets (random weights:
 // the work does not depend on them) and for any .nam files named on the command line.
 //
-// usage: wavetrain_bench_nam [--no-avx512] [--no-presets] [SECONDS] [MODEL.nam ...]
+// usage: wavetrain_bench_nam [--no-avx512] [--fast-tanh] [--no-presets] [SECONDS] [MODEL.nam ...]
 //          prints one line per model: NAME RTF (a file's NAME is its name without .nam)
 //        wavetrain_bench_nam --write-nam DIR [A2.nam]
 //          writes the presets it times, with the same weights, as DIR/NAME.nam (standard.nam, ...,
@@ -60,8 +60,10 @@ double real_time_factor(const std::vector<float>& x, Process process) {
   return static_cast<double>(x.size()) / kRate / best;
 }
 
+bool g_fast_tanh = false;  // --fast-tanh
+
 void report(const std::string& name, const amp::NamFileModel& model, const std::vector<float>& x) {
-  amp::NamDsp dsp(model, kBuffer);
+  amp::NamDsp dsp(model, kBuffer, /*prewarm=*/true, g_fast_tanh);
   const double rtf = real_time_factor(x, [&](const float* in, float* out, int64_t n) { dsp.process(in, out, n); });
   std::printf("%-20s %8.1f\n", name.c_str(), rtf);
   std::fflush(stdout);
@@ -122,11 +124,13 @@ int main(int argc, char** argv) {
     }
     return write_nam(argv[2], argc == 4 ? argv[3] : nullptr);
   }
-  // --no-avx512: AVX2 at most (the LSTM's AVX-512 variant off), to compare with a core built for AVX2.
-  if (argc > 1 && std::strcmp(argv[1], "--no-avx512") == 0) {
-    amp::dsp::force_no_avx512(true);
-    --argc;
-    ++argv;
+  // --no-avx512: AVX2 at most, to compare with a core built for AVX2. --fast-tanh: the core's fast
+  // tanh (and the LSTM's sigmoids from it), as the plugin plays.
+  for (bool more = true; more && argc > 1;) {
+    if (std::strcmp(argv[1], "--no-avx512") == 0) amp::dsp::force_no_avx512(true);
+    else if (std::strcmp(argv[1], "--fast-tanh") == 0) g_fast_tanh = true;
+    else more = false;
+    if (more) --argc, ++argv;
   }
   const bool with_presets = !(argc > 1 && std::strcmp(argv[1], "--no-presets") == 0);
   if (!with_presets) {

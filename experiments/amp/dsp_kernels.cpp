@@ -1,5 +1,5 @@
-// The real-time engines' loops (dsp_kernels.h): compiled twice, for the baseline ISA and for
-// AVX2 + FMA, and chosen by what the CPU supports (as wavenet_kernels.h does).
+// The real-time engines' loops (dsp_kernels.h): compiled for the baseline ISA, for AVX2 + FMA and
+// for AVX-512F, and chosen by what the CPU supports (as wavenet_kernels.h does).
 #include "experiments/amp/dsp_kernels.h"
 
 #include <algorithm>

@@ -86,6 +86,10 @@ __attribute__((always_inline)) inline void update_fast(Vec8 i, Vec8 f, Vec8 g, V
   store(h, o * fast_tanh(cn));
 }
 
+// The 8-lane halves of a 16-lane vector.
+__attribute__((always_inline)) inline Vec8 low(kernels::Vec16 v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7); }
+__attribute__((always_inline)) inline Vec8 high(kernels::Vec16 v) { return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15); }
+
 // gates = bias + W [x; h] into Z vectors of V, with P partial sums over the columns: the next step
 // waits on this sum, so P chains of (columns / P) multiply-adds instead of one long chain, where
 // registers allow (AVX2 has 16, AVX-512 32).
@@ -131,20 +135,24 @@ __attribute__((always_inline)) inline void cell_blocked(const float* w, const fl
   // Unrolled, so acc[] stays in registers (indexed by a loop counter, GCC keeps it on the stack).
 #pragma GCC unroll 4
   for (int u = 0; u < U; ++u) {
-    Vec8 gi, gf, gg, go;
     if constexpr (L == 8) {
-      gi = acc[4 * u], gf = acc[4 * u + 1], gg = acc[4 * u + 2], go = acc[4 * u + 3];
+      const Vec8 gi = acc[4 * u], gf = acc[4 * u + 1], gg = acc[4 * u + 2], go = acc[4 * u + 3];
+      if constexpr (Fast)
+        update_fast(fast_sigmoid_of_half(gi), fast_sigmoid_of_half(gf), fast_tanh(gg), fast_sigmoid_of_half(go), c + 8 * u, h + 8 * u);
+      else
+        update(sigmoid_of_half(tanh_parts(gi)), sigmoid_of_half(tanh_parts(gf)), tanh_parts(gg), sigmoid_of_half(tanh_parts(go)), c + 8 * u,
+               h + 8 * u);
+    } else if constexpr (Fast) {
+      // [i|f] and [g|o] through the activations 16 lanes at a time, then split into 8-unit halves.
+      const V sa = fast_sigmoid_of_half(acc[2 * u]);
+      const V tb = fast_tanh(acc[2 * u + 1]);
+      const V sb = (tb + 1.0f) * 0.5f;
+      update_fast(low(sa), high(sa), low(tb), high(sb), c + 8 * u, h + 8 * u);
     } else {
-      gi = __builtin_shufflevector(acc[2 * u], acc[2 * u], 0, 1, 2, 3, 4, 5, 6, 7);
-      gf = __builtin_shufflevector(acc[2 * u], acc[2 * u], 8, 9, 10, 11, 12, 13, 14, 15);
-      gg = __builtin_shufflevector(acc[2 * u + 1], acc[2 * u + 1], 0, 1, 2, 3, 4, 5, 6, 7);
-      go = __builtin_shufflevector(acc[2 * u + 1], acc[2 * u + 1], 8, 9, 10, 11, 12, 13, 14, 15);
+      const TanhParts<V> a = tanh_parts(acc[2 * u]), b = tanh_parts(acc[2 * u + 1]);
+      const Fraction<V> sa = sigmoid_of_half(a), sb = sigmoid_of_half(b);
+      update({low(sa.n), low(sa.d)}, {high(sa.n), high(sa.d)}, {low(b.x), low(b.p), low(b.q)}, {high(sb.n), high(sb.d)}, c + 8 * u, h + 8 * u);
     }
-    if constexpr (Fast)
-      update_fast(fast_sigmoid_of_half(gi), fast_sigmoid_of_half(gf), fast_tanh(gg), fast_sigmoid_of_half(go), c + 8 * u, h + 8 * u);
-    else
-      update(sigmoid_of_half(tanh_parts(gi)), sigmoid_of_half(tanh_parts(gf)), tanh_parts(gg), sigmoid_of_half(tanh_parts(go)), c + 8 * u,
-             h + 8 * u);
   }
 }
 
@@ -192,14 +200,13 @@ struct Args {
 };
 
 // The whole buffer, sample by sample, with U chunks of 8 units known at compile time (0: any):
-// the loop over time is inside, so nothing is called per sample. Wide (AVX-512): 16-lane gates for
-// 17-24 units, where the product's multiply-adds are what each step waits on. Smaller cells wait on
-// the activations' chain instead: compiled for AVX-512 they measured no faster than the AVX2
-// variant (and slower with more partial sums), so they run that.
+// the loop over time is inside, so nothing is called per sample. Wide (AVX-512, 32 registers):
+// 16-lane gates, [i|f] and [g|o] per chunk, through the product and the activations (half the
+// instructions of 8 lanes), and more partial sums. Measured best of the variants tried (docs/amp.md).
 template <bool Wide, int U, bool Fast>
 __attribute__((always_inline)) inline void run(const Args& a, const float* in, float* out, int64_t n) {
-  using V = std::conditional_t<Wide && U == 3, kernels::Vec16, Vec8>;
-  constexpr int P = Wide || U == 1 ? 2 : 1;
+  using V = std::conditional_t<Wide, kernels::Vec16, Vec8>;
+  constexpr int P = Wide ? (U == 1 ? 4 : 2) : U == 1 ? 2 : 1;
   for (int64_t t = 0; t < n; ++t) {
     const float* input = in + t;
     for (int64_t l = 0; l < a.layers; ++l) {
@@ -229,10 +236,13 @@ __attribute__((always_inline)) inline void run_any(const Args& a, const float* i
 void run_baseline(const Args& a, const float* in, float* out, int64_t n) { run_any(a, in, out, n); }
 #if WAVETRAIN_AMP_AVX2
 __attribute__((target("avx2,fma"))) void run_avx2(const Args& a, const float* in, float* out, int64_t n) { run_any(a, in, out, n); }
-// Cells of 17 to 24 units only (the constructor picks it for them).
+// Cells of up to 24 units (the constructor picks it for them; larger ones go through memory anyway).
 __attribute__((target("avx512f,avx2,fma"))) void run_avx512(const Args& a, const float* in, float* out, int64_t n) {
-  if (a.fast_tanh) run<true, 3, true>(a, in, out, n);
-  else run<true, 3, false>(a, in, out, n);
+  switch (a.chunks) {
+    case 1: return a.fast_tanh ? run<true, 1, true>(a, in, out, n) : run<true, 1, false>(a, in, out, n);
+    case 2: return a.fast_tanh ? run<true, 2, true>(a, in, out, n) : run<true, 2, false>(a, in, out, n);
+    default: return a.fast_tanh ? run<true, 3, true>(a, in, out, n) : run<true, 3, false>(a, in, out, n);
+  }
 }
 #endif
 
@@ -258,20 +268,22 @@ LstmDsp::LstmDsp(const LstmConfig& config, const std::vector<float>& weights, in
     layer.inputs = l == 0 ? config.input_size : H;
     const int64_t cols = layer.inputs + H;
     // The file holds [4H][inputs + H] row-major; keep it as columns of padded gates.
-    layer.w.assign(static_cast<size_t>(cols * G), 0.0f);
+    layer.w.assign(static_cast<size_t>(cols * G));
     for (int64_t q = 0; q < 4; ++q)
       for (int64_t k = 0; k < H; ++k)
         for (int64_t j = 0; j < cols; ++j) layer.w[static_cast<size_t>(j * G + row(q, k))] = scale(q) * next();
-    layer.bias.assign(static_cast<size_t>(G), 0.0f);
+    layer.bias.assign(static_cast<size_t>(G));
     for (int64_t q = 0; q < 4; ++q)
       for (int64_t k = 0; k < H; ++k) layer.bias[static_cast<size_t>(row(q, k))] = scale(q) * next();
     layer.h0.assign(static_cast<size_t>(Hp), 0.0f);
     layer.c0.assign(static_cast<size_t>(Hp), 0.0f);
     for (int64_t k = 0; k < H; ++k) layer.h0[static_cast<size_t>(k)] = next();
     for (int64_t k = 0; k < H; ++k) layer.c0[static_cast<size_t>(k)] = next();
+    layer.h.assign(static_cast<size_t>(Hp));
+    layer.c.assign(static_cast<size_t>(Hp));
     layers_.push_back(std::move(layer));
   }
-  head_.assign(static_cast<size_t>(Hp), 0.0f);
+  head_.assign(static_cast<size_t>(Hp));
   for (int64_t k = 0; k < H; ++k) head_[static_cast<size_t>(k)] = next();
   head_bias_ = next();
   gates_.assign(static_cast<size_t>(G), 0.0f);
@@ -281,7 +293,7 @@ LstmDsp::LstmDsp(const LstmConfig& config, const std::vector<float>& weights, in
     inputs_.push_back(l.inputs);
   }
   avx2_ = dsp::using_avx2();
-  avx512_ = dsp::using_avx512() && chunks_ == 3;  // see run()
+  avx512_ = dsp::using_avx512() && chunks_ <= 3;  // see run_avx512()
   reset();
 }
 
@@ -289,8 +301,8 @@ void LstmDsp::reset() {
   h_.clear();
   c_.clear();
   for (Layer& l : layers_) {
-    l.h = l.h0;
-    l.c = l.c0;
+    std::copy(l.h0.begin(), l.h0.end(), l.h.data());
+    std::copy(l.c0.begin(), l.c0.end(), l.c.data());
     h_.push_back(l.h.data());
     c_.push_back(l.c.data());
   }

@@ -60,8 +60,8 @@ inline float fast_tanh(float x) {
   return x < 0 ? -t : t;
 }
 
-// x86-64 builds compile the kernels twice, for the baseline ISA and for AVX2 + FMA, and pick by
-// what the CPU supports. (Not target_clones("arch=haswell"): GCC dispatches `arch=` clones on the
+// x86-64 builds compile the kernels for the baseline ISA and for AVX2 + FMA (the real-time engine
+// also for AVX-512F: dsp_kernels.cpp, lstm_dsp.cpp), and pick by what the CPU supports. (Not target_clones("arch=haswell"): GCC dispatches `arch=` clones on the
 // CPU model, so a newer Xeon than Haswell would get the baseline.)
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define WAVETRAIN_AMP_AVX2 1
