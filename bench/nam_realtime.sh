@@ -21,8 +21,8 @@
 # wavetrain plays with exact tanh and with the core's fast tanh (the function the core computes), and
 # on an AVX-512 CPU also held to AVX2 (against the core's AVX2 build). The script prints two Markdown
 # tables: each engine's median real-time factor (the range over the rounds in brackets), and the
-# ratios (min / median of the rounds' ratios; each round's ratio compares runs made seconds apart). The load average is printed at the start and
-# at the end: the machine may be shared.
+# ratios (min / median of the rounds' ratios; each round's ratio compares runs made seconds apart).
+# The load average is printed at the start and at the end: the machine may be shared.
 #
 # Getting the core (what the comparison was made with: commit daae2d0, August 2026):
 #   git clone https://github.com/sdatkinson/NeuralAmpModelerCore nam-core
