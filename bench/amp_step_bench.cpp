@@ -15,9 +15,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "experiments/amp/amp_model.h"
+#include "experiments/amp/dsp_kernels.h"
+#include "experiments/amp/wavenet_cpu.h"
 #include "losses/audio_losses.h"
 #include "trainer/threads.h"
 
@@ -27,6 +30,11 @@ int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 10;
   wavetrain::configure_threads(threads);  // as the wavetrain binary does (trainer/threads.h)
+  // WAVETRAIN_NO_AVX512=1: the kernels held to AVX2 + FMA (to measure what AVX-512 adds).
+  if (const char* v = std::getenv("WAVETRAIN_NO_AVX512"); v && std::string(v) == "1") {
+    experiments::amp::wavenet_cpu_use_no_avx512(true);
+    experiments::amp::dsp::force_no_avx512(true);
+  }
   at::manual_seed(0);
   experiments::amp::AmpModel m = experiments::amp::make_amp_model("wavenet", argc > 3 ? argv[3] : "standard", 48000,
                                                                   argc > 4 ? argv[4] : "", argc > 5 ? argv[5] : "");

@@ -365,16 +365,22 @@ void expect_cpu_kernels_match_libtorch(const NamWaveNetSpec& spec, const std::st
   wavenet_cpu_use_baseline_isa(true);
   const auto [y_base, g_base] = run(true, at::kFloat);  // the baseline-ISA variant of the kernels
   wavenet_cpu_use_baseline_isa(false);
+  wavenet_cpu_use_no_avx512(true);
+  const auto [y_avx2, g_avx2] = run(true, at::kFloat);  // the AVX2 variant, where AVX-512 is the default
+  wavenet_cpu_use_no_avx512(false);
   net->set_cpu_kernels(true);
   EXPECT_LE((y_base - y_ref).abs().max().item<double>(), 5e-6 * scale) << name << " baseline ISA";
+  EXPECT_LE((y_avx2 - y_ref).abs().max().item<double>(), 5e-6 * scale) << name << " AVX2 at most";
   // Each parameter's gradient within 5e-5 of its norm, or within 4x of LibTorch's own float32 error
   // on it (a gradient 10^4 times smaller than the rest, as A2's last layers have, is summed from
   // terms that cancel, and float32 keeps fewer of its digits in either path).
   auto bound = [&](size_t k) {
     return std::max(5e-5 * g_ref[k].norm().item<double>(), 4 * (g_lt[k] - g_ref[k]).norm().item<double>());
   };
-  for (size_t k = 0; k < g_base.size(); ++k)
+  for (size_t k = 0; k < g_base.size(); ++k) {
     EXPECT_LE((g_base[k] - g_ref[k]).norm().item<double>(), bound(k)) << name << " baseline ISA " << k;
+    EXPECT_LE((g_avx2[k] - g_ref[k]).norm().item<double>(), bound(k)) << name << " AVX2 at most " << k;
+  }
   ASSERT_EQ(y.sizes(), y_ref.sizes());
   EXPECT_GT(scale, 1e-3);
   const double e_lt = (y_lt - y_ref).abs().max().item<double>() / scale, e = (y - y_ref).abs().max().item<double>() / scale;

@@ -702,6 +702,7 @@ bool wavenet_cpu_supported(at::TensorList params, const at::Tensor& x) {
 }
 
 void wavenet_cpu_use_baseline_isa(bool on) { kernels::use_baseline_isa(on); }
+void wavenet_cpu_use_no_avx512(bool on) { kernels::use_no_avx512(on); }
 
 at::Tensor wavenet_cpu_forward(const KernelNet& net, at::TensorList params, const at::Tensor& x) {
   if (!wavenet_cpu_supported(params, x))

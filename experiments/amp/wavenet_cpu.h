@@ -69,5 +69,7 @@ at::Tensor wavenet_cpu_forward(const KernelNet& net, at::TensorList params, cons
 
 // Tests: run the kernels compiled for the baseline ISA even where AVX2 + FMA exist (process-wide).
 void wavenet_cpu_use_baseline_isa(bool on);
+// Tests and benchmarks: AVX2 + FMA at most, even where AVX-512 exists (process-wide).
+void wavenet_cpu_use_no_avx512(bool on);
 
 }  // namespace wavetrain::experiments::amp

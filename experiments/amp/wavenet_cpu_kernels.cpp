@@ -395,24 +395,31 @@ __attribute__((target("avx2,fma"))) void rows_avx2(const Rows& r) { WAVETRAIN_AM
 __attribute__((target("avx2,fma"))) void outer_avx2(const Outer& g) { WAVETRAIN_AMP_CHANNEL_SWITCH(outer_blocked, g, outer_any) }
 __attribute__((target("avx2,fma"))) void gate_avx2(const Gate& g) { WAVETRAIN_AMP_GATE_SWITCH(gate_any, g) }
 __attribute__((target("avx2,fma"))) void gate_grad_avx2(const Gate& g) { WAVETRAIN_AMP_GATE_SWITCH(gate_grad_any, g) }
+// 16-lane rows for multiples of 16 channels (NAM's standard has 16). The gates keep AVX2's.
+__attribute__((target("avx512f,avx2,fma"))) void rows_avx512(const Rows& r) { WAVETRAIN_AMP_CHANNEL_SWITCH_WIDE(rows_blocked, r, rows_any) }
+__attribute__((target("avx512f,avx2,fma"))) void outer_avx512(const Outer& g) {
+  WAVETRAIN_AMP_CHANNEL_SWITCH_WIDE(outer_blocked, g, outer_any)
+}
 #endif
 
 KernelSet baseline_kernels() { return KernelSet{rows_baseline, outer_baseline, gate_baseline, gate_grad_baseline}; }
 
+std::atomic<bool> force_baseline{false}, no_avx512{false};
+
 KernelSet best_kernels() {
   KernelSet k = baseline_kernels();
 #if WAVETRAIN_AMP_AVX2
-  if (kernels::cpu_has_avx2_fma()) k = KernelSet{rows_avx2, outer_avx2, gate_avx2, gate_grad_avx2};
+  if (kernels::cpu_has_avx512f() && !no_avx512.load()) k = KernelSet{rows_avx512, outer_avx512, gate_avx2, gate_grad_avx2};
+  else if (kernels::cpu_has_avx2_fma()) k = KernelSet{rows_avx2, outer_avx2, gate_avx2, gate_grad_avx2};
 #endif
   return k;
 }
-
-std::atomic<bool> force_baseline{false};
 
 }  // namespace
 
 KernelSet kernels_now() { return force_baseline.load() ? baseline_kernels() : best_kernels(); }
 
 void use_baseline_isa(bool on) { force_baseline = on; }
+void use_no_avx512(bool on) { no_avx512 = on; }
 
 }  // namespace wavetrain::experiments::amp::kernels

@@ -77,9 +77,12 @@ struct KernelSet {
   void (*gate_grad)(const Gate&);  // da from pre and dp
 };
 
-// The kernels for this CPU: compiled for AVX2 + FMA where it has them, else for the baseline ISA.
+// The kernels for this CPU: compiled for AVX-512 (rows and outer products of multiples of 16
+// channels), else AVX2 + FMA, where it has them, else for the baseline ISA.
 KernelSet kernels_now();
 // Tests: the baseline-ISA kernels even where AVX2 + FMA exist (process-wide).
 void use_baseline_isa(bool on);
+// Tests and benchmarks: AVX2 + FMA at most (process-wide).
+void use_no_avx512(bool on);
 
 }  // namespace wavetrain::experiments::amp::kernels

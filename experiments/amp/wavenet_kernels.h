@@ -102,5 +102,18 @@ inline bool cpu_has_avx512f() { return false; }
     case 64: return KERNEL<Vec8, 8, 8>(ARG);           \
     default: return ANY(ARG);                          \
   }
+// The same for AVX-512 variants: multiples of 16 channels as 16-lane vectors.
+#define WAVETRAIN_AMP_CHANNEL_SWITCH_WIDE(KERNEL, ARG, ANY) \
+  switch ((ARG).channels) {                                 \
+    case 4: return KERNEL<Vec4, 4, 1>(ARG);                 \
+    case 8: return KERNEL<Vec8, 8, 1>(ARG);                 \
+    case 12: return KERNEL<Vec4, 4, 3>(ARG);                \
+    case 16: return KERNEL<Vec16, 16, 1>(ARG);              \
+    case 24: return KERNEL<Vec8, 8, 3>(ARG);                \
+    case 32: return KERNEL<Vec16, 16, 2>(ARG);              \
+    case 48: return KERNEL<Vec16, 16, 3>(ARG);              \
+    case 64: return KERNEL<Vec16, 16, 4>(ARG);              \
+    default: return ANY(ARG);                               \
+  }
 
 }  // namespace wavetrain::experiments::amp::kernels
