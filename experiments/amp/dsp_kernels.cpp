@@ -229,6 +229,7 @@ WAVETRAIN_AMP_DISPATCH(multiply, (const float* a, const float* b, float* y, int6
 WAVETRAIN_AMP_DISPATCH(scale_shift, (const float* a, const float* s, const float* b, float* y, int64_t n), (a, s, b, y, n))
 WAVETRAIN_AMP_DISPATCH(add, (const float* a, float* y, int64_t n), (a, y, n))
 WAVETRAIN_AMP_DISPATCH(add3, (const float* a, const float* b, float* y, int64_t n), (a, b, y, n))
+WAVETRAIN_AMP_DISPATCH(add_rows, (const float* a, int64_t as, float* y, int64_t ys, int64_t rows, int64_t n), (a, as, y, ys, rows, n))
 
 inline void multiply_impl(const float* a, const float* b, float* y, int64_t n) {
   for (int64_t t = 0; t < n; ++t) y[t] = a[t] * b[t];
@@ -245,11 +246,17 @@ inline void add_impl(const float* a, float* y, int64_t n) {
 inline void add3_impl(const float* a, const float* b, float* y, int64_t n) {
   for (int64_t t = 0; t < n; ++t) y[t] = a[t] + b[t];
 }
+inline void add_rows_impl(const float* a, int64_t as, float* y, int64_t ys, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) add_impl(a + r * as, y + r * ys, n);
+}
 }  // namespace
 
 void multiply(const float* a, const float* b, float* y, int64_t n) { multiply_dispatch(a, b, y, n); }
 void scale_shift(const float* a, const float* s, const float* b, float* y, int64_t n) { scale_shift_dispatch(a, s, b, y, n); }
 void add(const float* a, float* y, int64_t n) { add_dispatch(a, y, n); }
 void add(const float* a, const float* b, float* y, int64_t n) { add3_dispatch(a, b, y, n); }
+void add_rows(const float* a, int64_t a_stride, float* y, int64_t y_stride, int64_t rows, int64_t n) {
+  add_rows_dispatch(a, a_stride, y, y_stride, rows, n);
+}
 
 }  // namespace wavetrain::experiments::amp::dsp

@@ -49,6 +49,8 @@ void scale_shift(const float* a, const float* s, const float* b, float* y, int64
 void add(const float* a, float* y, int64_t n);
 // y[t] = a[t] + b[t], y may alias a or b.
 void add(const float* a, const float* b, float* y, int64_t n);
+// add(a + r a_stride, y + r y_stride, n) for r < rows, in one call.
+void add_rows(const float* a, int64_t a_stride, float* y, int64_t y_stride, int64_t rows, int64_t n);
 
 // Whether the AVX2 + FMA variants run (tests compare both). force_baseline: use the baseline ISA
 // from now on, in this process (tests).

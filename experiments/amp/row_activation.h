@@ -34,6 +34,7 @@ struct RowActivation {
     }
   }
   void apply(float* x, int64_t stride, int64_t rows, int64_t n) const {
+    if (stride == n && slopes.empty()) return dsp::apply(f, x, rows * n);  // contiguous rows: one call
     for (int64_t r = 0; r < rows; ++r) {
       dsp::Elementwise g = f;
       if (!slopes.empty()) g.p[0] = slopes[slopes.size() == 1 ? 0 : static_cast<size_t>(r)];

@@ -241,9 +241,9 @@ void WaveNetDsp::Array::process(const float* y, int64_t y_stride, const float* c
     if (L.has_head1x1) {
       L.head1x1.run(pp, S, tmp.data(), S, n, false);
       L.film[kHead1x1Post].apply(tmp.data(), S, c, c_stride, film.data(), S, n);
-      for (int64_t r = 0; r < head_in; ++r) dsp::add(tmp.data() + r * S, head_sum.row(r), n);
+      dsp::add_rows(tmp.data(), S, head_sum.base(), head_sum.stride(), head_in, n);
     } else {
-      for (int64_t r = 0; r < head_in; ++r) dsp::add(pp + r * S, head_sum.row(r), n);
+      dsp::add_rows(pp, S, head_sum.base(), head_sum.stride(), head_in, n);
     }
     L.in.end(n);
     if (L.film[kConvPre].active) L.film_in.end(n);
