@@ -24,7 +24,7 @@ using kernels::Vec8;
 // into its numerators while P is still being evaluated, and divides twice per 8 units, not five
 // times. sigmoid(x) = (1 + tanh(x / 2)) / 2 = (Q + x' P) / 2Q with x' = x / 2: the constructor
 // halves the i, f and o gates' weights (exact in float), so no multiply waits here.
-// V is Vec8 or Vec16 (the AVX-512 variant's matrix-vector product).
+// V is Vec8 or Vec16 (the AVX-512 variant's gates).
 template <typename V>
 struct TanhParts {
   V x, p, q;
