@@ -178,6 +178,8 @@ stat_ratio() {
   paste -d' ' <(tr ' ' '\n' <<<"$1" | awk 'NF') <(tr ' ' '\n' <<<"$2" | awk 'NF') | awk '{ print $1 / $2 }' | sort -g |
     awk '{ v[NR] = $1 } END { m = v[int(NR / 2) + 1]; if (NR > 1) printf "%.2f / %.2f", v[1], m; else printf "%.2f", m }'
 }
+# A Markdown table's header line and the separator under it.
+print_header() { echo "$1"; echo "$1" | sed 's/[^|]//g; s/|/|---/g; s/---$//'; }
 # The core built for the instruction set wavetrain's engine picks on this CPU.
 same=avx2 same_name="AVX2+FMA"
 ((avx512)) && same=avx512 same_name="AVX-512"
@@ -189,8 +191,7 @@ header="| model | wavetrain | wavetrain, fast tanh |"
 header+=" core SSE2 (plugin build) | core AVX2+FMA |"
 ((avx512)) && header+=" core AVX-512 |"
 header+=" core SSE2, generic A2 path |"
-echo "$header"
-echo "$header" | sed 's/[^|]//g; s/|/|---/g; s/---$//'
+print_header "$header"
 for f in "${files[@]}"; do
   l=$(label "$f")
   row="| $l | $(stat_rtf "${results["wavetrain|$l"]}") | $(stat_rtf "${results["wavetrain-fast|$l"]}") |"
@@ -207,8 +208,7 @@ echo
 header="| model | wavetrain / core SSE2 | wavetrain / core $same_name (same ISA) | fast tanh / core $same_name |"
 ((avx512)) && header+=" held to AVX2 / core AVX2+FMA |"
 header+=" core: A2 fast path / generic |"
-echo "$header"
-echo "$header" | sed 's/[^|]//g; s/|/|---/g; s/---$//'
+print_header "$header"
 for f in "${files[@]}"; do
   l=$(label "$f")
   w=${results["wavetrain|$l"]} wf=${results["wavetrain-fast|$l"]} s=${results["sse2|$l"]} x=${results["$same|$l"]}
