@@ -145,6 +145,12 @@ struct WaveNetDsp::Array {
     std::array<Film, kFilmSites> film;
     History in;       // the layer's input z (C rows)
     History film_in;  // FiLM_conv_pre(z), when that FiLM is active: what the conv reads
+    // The dilated conv and the input mixer as one product, where no FiLM or group sits between
+    // them: [conv weights | mixer weights] over [the conv's shifted rows; the condition's rows].
+    // The same sums in the same order as the two passes, so the same floats, in one pass over a.
+    bool fused = false;
+    std::vector<float> fused_w;  // [m][C kernel + condition]
+    std::vector<const float*> fused_rows;
   };
   int64_t C = 0, B = 0, M = 0, condition = 1, head_in = 0, head_out = 0, S = 0;
   Conv rechannel, head_rechannel;
@@ -176,24 +182,44 @@ void WaveNetDsp::Array::process(const float* y, int64_t y_stride, const float* c
       L.film[kConvPre].apply(L.film_in.base(), L.film_in.stride(), c, c_stride, film.data(), S, n);
       src = &L.film_in;
     }
-    L.conv.run(src->base(), src->stride(), a.data(), S, n, false);
-    L.film[kConvPost].apply(a.data(), S, c, c_stride, film.data(), S, n);
-    // The input mixer, added in.
-    const float* mix_src = c;
-    int64_t mix_stride = c_stride;
-    if (L.film[kMixinPre].active) {
-      copy_rows(c, c_stride, mixin.data(), S, condition, n);
-      L.film[kMixinPre].apply(mixin.data(), S, c, c_stride, film.data(), S, n);
-      mix_src = mixin.data();
-      mix_stride = S;
-    }
     const int64_t m = L.gating == Gating::None ? B : 2 * B;
-    if (L.film[kMixinPost].active) {
-      L.mixer.run(mix_src, mix_stride, tmp.data(), S, n, false);
-      L.film[kMixinPost].apply(tmp.data(), S, c, c_stride, film.data(), S, n);
-      for (int64_t r = 0; r < m; ++r) dsp::add(tmp.data() + r * S, a.data() + r * S, n);
+    if (L.fused) {
+      size_t i = 0;
+      for (int64_t ch = 0; ch < C; ++ch)
+        for (int64_t k = 0; k < L.conv.kernel; ++k)
+          L.fused_rows[i++] = src->base() + ch * src->stride() - (L.conv.kernel - 1 - k) * L.conv.dilation;
+      for (int64_t j = 0; j < condition; ++j) L.fused_rows[i++] = c + j * c_stride;
+      dsp::MatMul mm;
+      mm.w = L.fused_w.data();
+      mm.x = L.fused_rows.data();
+      mm.y = a.data();
+      mm.y_stride = S;
+      mm.bias = L.conv.b.data();
+      mm.outputs = m;
+      mm.inputs = static_cast<int64_t>(L.fused_rows.size());
+      mm.n = n;
+      dsp::matmul(mm);
     } else {
-      L.mixer.run(mix_src, mix_stride, a.data(), S, n, true);
+      L.conv.run(src->base(), src->stride(), a.data(), S, n, false);
+      L.film[kConvPost].apply(a.data(), S, c, c_stride, film.data(), S, n);
+    }
+    // The input mixer, added in (unless fused above).
+    if (!L.fused) {
+      const float* mix_src = c;
+      int64_t mix_stride = c_stride;
+      if (L.film[kMixinPre].active) {
+        copy_rows(c, c_stride, mixin.data(), S, condition, n);
+        L.film[kMixinPre].apply(mixin.data(), S, c, c_stride, film.data(), S, n);
+        mix_src = mixin.data();
+        mix_stride = S;
+      }
+      if (L.film[kMixinPost].active) {
+        L.mixer.run(mix_src, mix_stride, tmp.data(), S, n, false);
+        L.film[kMixinPost].apply(tmp.data(), S, c, c_stride, film.data(), S, n);
+        for (int64_t r = 0; r < m; ++r) dsp::add(tmp.data() + r * S, a.data() + r * S, n);
+      } else {
+        L.mixer.run(mix_src, mix_stride, a.data(), S, n, true);
+      }
     }
     L.film[kActivationPre].apply(a.data(), S, c, c_stride, film.data(), S, n);
     // The activation: p [B rows]. In place in a's first B rows, except where a blended layer
@@ -294,6 +320,19 @@ WaveNetDsp::WaveNetDsp(const NamWaveNetSpec& spec, const std::vector<float>& wei
       for (int f = 0; f < kFilmSites; ++f) {
         L.film[static_cast<size_t>(f)].load(reader, s.film[static_cast<size_t>(f)], A.condition, dims[f]);
         if (s.film[static_cast<size_t>(f)].active) max_film = std::max(max_film, (s.film[static_cast<size_t>(f)].shift ? 2 : 1) * dims[f]);
+      }
+      L.fused = L.conv.groups == 1 && L.mixer.groups == 1 && !L.conv.b.empty() && !L.film[kConvPost].active &&
+                !L.film[kMixinPre].active && !L.film[kMixinPost].active;
+      if (L.fused) {
+        const int64_t inputs = A.C * ls.kernel_size + A.condition;
+        L.fused_w.resize(static_cast<size_t>(m * inputs));
+        for (int64_t o = 0; o < m; ++o) {
+          std::copy(L.conv.w.begin() + o * A.C * ls.kernel_size, L.conv.w.begin() + (o + 1) * A.C * ls.kernel_size,
+                    L.fused_w.begin() + o * inputs);
+          std::copy(L.mixer.w.begin() + o * A.condition, L.mixer.w.begin() + (o + 1) * A.condition,
+                    L.fused_w.begin() + o * inputs + A.C * ls.kernel_size);
+        }
+        L.fused_rows.resize(static_cast<size_t>(inputs));
       }
       const int64_t history = (ls.kernel_size - 1) * ls.dilation;
       L.in.init(A.C, L.film[kConvPre].active ? 0 : history, S);
