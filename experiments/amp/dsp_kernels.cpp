@@ -72,7 +72,7 @@ __attribute__((always_inline)) inline void rows(const MatMul& m, int64_t t0) {
   }
 }
 
-// Wide: 32-step tiles of 16-lane vectors first (AVX-512), then as the others.
+// Wide (AVX-512): 64- and 32-step tiles of 16-lane vectors first, then as the others.
 template <bool Wide = false>
 __attribute__((always_inline)) inline void matmul_impl(const MatMul& m) {
   int64_t t = 0;

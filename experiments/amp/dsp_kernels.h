@@ -56,8 +56,8 @@ void add_rows(const float* a, int64_t a_stride, float* y, int64_t y_stride, int6
 // from now on, in this process (tests).
 bool using_avx2();
 void force_baseline(bool on);
-// Whether the AVX-512 variant (the real-time LSTM's only) runs. force_no_avx512: AVX2 at most from
-// now on, in this process (tests, and benchmarks against a core built for AVX2).
+// Whether the AVX-512 variants (these kernels' and the real-time LSTM's) run. force_no_avx512: AVX2
+// at most from now on, in this process (tests, and benchmarks against a core built for AVX2).
 bool using_avx512();
 void force_no_avx512(bool on);
 

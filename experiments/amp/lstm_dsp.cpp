@@ -86,6 +86,15 @@ __attribute__((always_inline)) inline void update_fast(Vec8 i, Vec8 f, Vec8 g, V
   store(h, o * fast_tanh(cn));
 }
 
+// Units [8u, 8u + 8) from their four gate vectors (the i, f and o ones halved).
+template <bool Fast>
+__attribute__((always_inline)) inline void units(Vec8 gi, Vec8 gf, Vec8 gg, Vec8 go, float* c, float* h) {
+  if constexpr (Fast)
+    update_fast(fast_sigmoid_of_half(gi), fast_sigmoid_of_half(gf), fast_tanh(gg), fast_sigmoid_of_half(go), c, h);
+  else
+    update(sigmoid_of_half(tanh_parts(gi)), sigmoid_of_half(tanh_parts(gf)), tanh_parts(gg), sigmoid_of_half(tanh_parts(go)), c, h);
+}
+
 // The 8-lane halves of a 16-lane vector.
 __attribute__((always_inline)) inline Vec8 low(kernels::Vec16 v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7); }
 __attribute__((always_inline)) inline Vec8 high(kernels::Vec16 v) { return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15); }
@@ -136,12 +145,7 @@ __attribute__((always_inline)) inline void cell_blocked(const float* w, const fl
 #pragma GCC unroll 4
   for (int u = 0; u < U; ++u) {
     if constexpr (L == 8) {
-      const Vec8 gi = acc[4 * u], gf = acc[4 * u + 1], gg = acc[4 * u + 2], go = acc[4 * u + 3];
-      if constexpr (Fast)
-        update_fast(fast_sigmoid_of_half(gi), fast_sigmoid_of_half(gf), fast_tanh(gg), fast_sigmoid_of_half(go), c + 8 * u, h + 8 * u);
-      else
-        update(sigmoid_of_half(tanh_parts(gi)), sigmoid_of_half(tanh_parts(gf)), tanh_parts(gg), sigmoid_of_half(tanh_parts(go)), c + 8 * u,
-               h + 8 * u);
+      units<Fast>(acc[4 * u], acc[4 * u + 1], acc[4 * u + 2], acc[4 * u + 3], c + 8 * u, h + 8 * u);
     } else if constexpr (Fast) {
       // [i|f] and [g|o] through the activations 16 lanes at a time, then split into 8-unit halves.
       const V sa = fast_sigmoid_of_half(acc[2 * u]);
@@ -168,12 +172,7 @@ __attribute__((always_inline)) inline void cell_any(const float* w, const float*
     for (int64_t g = 0; g < G; ++g) gates[g] += w[g] * h[j];
   for (int64_t u = 0; u < chunks; ++u) {
     const float* q = gates + 32 * u;
-    const Vec8 gi = load<Vec8>(q), gf = load<Vec8>(q + 8), gg = load<Vec8>(q + 16), go = load<Vec8>(q + 24);
-    if constexpr (Fast)
-      update_fast(fast_sigmoid_of_half(gi), fast_sigmoid_of_half(gf), fast_tanh(gg), fast_sigmoid_of_half(go), c + 8 * u, h + 8 * u);
-    else
-      update(sigmoid_of_half(tanh_parts(gi)), sigmoid_of_half(tanh_parts(gf)), tanh_parts(gg), sigmoid_of_half(tanh_parts(go)), c + 8 * u,
-             h + 8 * u);
+    units<Fast>(load<Vec8>(q), load<Vec8>(q + 8), load<Vec8>(q + 16), load<Vec8>(q + 24), c + 8 * u, h + 8 * u);
   }
 }
 

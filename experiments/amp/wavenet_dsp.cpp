@@ -71,6 +71,12 @@ struct Conv {
     if (bias) b = r.take(out);
     rows.resize(static_cast<size_t>((in / groups) * kernel));
   }
+  // The product's input rows for `channels` channels of x: each channel once per tap, shifted back
+  // (kernel - 1 - k) dilation samples, in the weights' (channel, tap) order.
+  void tap_rows(const float* x, int64_t x_stride, int64_t channels, const float** out) const {
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t k = 0; k < kernel; ++k) *out++ = x + c * x_stride - (kernel - 1 - k) * dilation;
+  }
   // y[o][0 .. n) (+)= b[o] + sum over (c, k) of w[o][c][k] x[c][t - (kernel - 1 - k) dilation]; x's
   // rows are x_stride apart and hold (kernel - 1) dilation samples before the block. addend (not
   // with accumulate): rows added to y in the same pass, addend_stride apart.
@@ -78,9 +84,7 @@ struct Conv {
            int64_t addend_stride = 0) {
     const int64_t gi = in / groups, go = out / groups;
     for (int64_t g = 0; g < groups; ++g) {
-      size_t i = 0;
-      for (int64_t c = 0; c < gi; ++c)
-        for (int64_t k = 0; k < kernel; ++k) rows[i++] = x + (g * gi + c) * x_stride - (kernel - 1 - k) * dilation;
+      tap_rows(x + g * gi * x_stride, x_stride, gi, rows.data());
       dsp::MatMul m;
       m.w = w.data() + g * go * gi * kernel;
       m.x = rows.data();
@@ -184,11 +188,8 @@ void WaveNetDsp::Array::process(const float* y, int64_t y_stride, const float* c
     }
     const int64_t m = L.gating == Gating::None ? B : 2 * B;
     if (L.fused) {
-      size_t i = 0;
-      for (int64_t ch = 0; ch < C; ++ch)
-        for (int64_t k = 0; k < L.conv.kernel; ++k)
-          L.fused_rows[i++] = src->base() + ch * src->stride() - (L.conv.kernel - 1 - k) * L.conv.dilation;
-      for (int64_t j = 0; j < condition; ++j) L.fused_rows[i++] = c + j * c_stride;
+      L.conv.tap_rows(src->base(), src->stride(), C, L.fused_rows.data());
+      for (int64_t j = 0; j < condition; ++j) L.fused_rows[static_cast<size_t>(C * L.conv.kernel + j)] = c + j * c_stride;
       dsp::MatMul mm;
       mm.w = L.fused_w.data();
       mm.x = L.fused_rows.data();
@@ -202,9 +203,7 @@ void WaveNetDsp::Array::process(const float* y, int64_t y_stride, const float* c
     } else {
       L.conv.run(src->base(), src->stride(), a.data(), S, n, false);
       L.film[kConvPost].apply(a.data(), S, c, c_stride, film.data(), S, n);
-    }
-    // The input mixer, added in (unless fused above).
-    if (!L.fused) {
+      // The input mixer, added in.
       const float* mix_src = c;
       int64_t mix_stride = c_stride;
       if (L.film[kMixinPre].active) {
