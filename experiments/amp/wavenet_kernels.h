@@ -90,30 +90,21 @@ inline bool cpu_has_avx512f() { return false; }
 // The channel counts with register-blocked kernels, as Vec x W floats x V vectors a row (NAM's
 // presets use 16, 12, 8 and 4; their 6 and 2 go to the plain loop ANY). In a function returning
 // void: WAVETRAIN_AMP_CHANNEL_SWITCH(kernel_template, args, plain_loop) with args.channels.
-#define WAVETRAIN_AMP_CHANNEL_SWITCH(KERNEL, ARG, ANY) \
-  switch ((ARG).channels) {                            \
-    case 4: return KERNEL<Vec4, 4, 1>(ARG);            \
-    case 8: return KERNEL<Vec8, 8, 1>(ARG);            \
-    case 12: return KERNEL<Vec4, 4, 3>(ARG);           \
-    case 16: return KERNEL<Vec8, 8, 2>(ARG);           \
-    case 24: return KERNEL<Vec8, 8, 3>(ARG);           \
-    case 32: return KERNEL<Vec8, 8, 4>(ARG);           \
-    case 48: return KERNEL<Vec8, 8, 6>(ARG);           \
-    case 64: return KERNEL<Vec8, 8, 8>(ARG);           \
-    default: return ANY(ARG);                          \
+// Multiples of 16 channels take WIDE x WW-float vectors: 8-lane ones, or 16-lane ones in AVX-512
+// variants (WAVETRAIN_AMP_CHANNEL_SWITCH_WIDE).
+#define WAVETRAIN_AMP_CHANNEL_SWITCH_AS(KERNEL, ARG, ANY, WIDE, WW) \
+  switch ((ARG).channels) {                                         \
+    case 4: return KERNEL<Vec4, 4, 1>(ARG);                         \
+    case 8: return KERNEL<Vec8, 8, 1>(ARG);                         \
+    case 12: return KERNEL<Vec4, 4, 3>(ARG);                        \
+    case 16: return KERNEL<WIDE, WW, 16 / WW>(ARG);                 \
+    case 24: return KERNEL<Vec8, 8, 3>(ARG);                        \
+    case 32: return KERNEL<WIDE, WW, 32 / WW>(ARG);                 \
+    case 48: return KERNEL<WIDE, WW, 48 / WW>(ARG);                 \
+    case 64: return KERNEL<WIDE, WW, 64 / WW>(ARG);                 \
+    default: return ANY(ARG);                                       \
   }
-// The same for AVX-512 variants: multiples of 16 channels as 16-lane vectors.
-#define WAVETRAIN_AMP_CHANNEL_SWITCH_WIDE(KERNEL, ARG, ANY) \
-  switch ((ARG).channels) {                                 \
-    case 4: return KERNEL<Vec4, 4, 1>(ARG);                 \
-    case 8: return KERNEL<Vec8, 8, 1>(ARG);                 \
-    case 12: return KERNEL<Vec4, 4, 3>(ARG);                \
-    case 16: return KERNEL<Vec16, 16, 1>(ARG);              \
-    case 24: return KERNEL<Vec8, 8, 3>(ARG);                \
-    case 32: return KERNEL<Vec16, 16, 2>(ARG);              \
-    case 48: return KERNEL<Vec16, 16, 3>(ARG);              \
-    case 64: return KERNEL<Vec16, 16, 4>(ARG);              \
-    default: return ANY(ARG);                               \
-  }
+#define WAVETRAIN_AMP_CHANNEL_SWITCH(KERNEL, ARG, ANY) WAVETRAIN_AMP_CHANNEL_SWITCH_AS(KERNEL, ARG, ANY, Vec8, 8)
+#define WAVETRAIN_AMP_CHANNEL_SWITCH_WIDE(KERNEL, ARG, ANY) WAVETRAIN_AMP_CHANNEL_SWITCH_AS(KERNEL, ARG, ANY, Vec16, 16)
 
 }  // namespace wavetrain::experiments::amp::kernels
