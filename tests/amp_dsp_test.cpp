@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "experiments/amp/dsp_kernels.h"
@@ -82,6 +83,89 @@ TEST(AmpDsp, MatMulEqualsLibTorchForEveryChannelCount) {
       ASSERT_LE((got - expected).abs().max().item<double>(), 1e-4 * (1 + expected.abs().max().item<double>()))
           << isa << " outputs " << outputs << " inputs " << inputs << " n " << n;
     }
+  });
+}
+
+// The product's epilogue (MatMul::act, sum, and the second product w2) equals the plain product
+// followed by the separate passes: dsp::apply, dsp::add_rows, and a 1x1 with its residual computed
+// in float64. Every kind the epilogue takes, output counts with and without a second product (up
+// to 4 with; 5, 8 and 16 without), lengths over each tile and the scalar tail; with a second
+// product, y is not stored on odd output counts (y starts as NaN, so a stray store shows).
+TEST(AmpDsp, MatMulEpilogueEqualsTheSeparatePasses) {
+  using dsp::Kind;
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto random = [&](int64_t count) {
+    std::vector<float> v(static_cast<size_t>(count));
+    for (float& x : v) x = normal(rng);
+    return v;
+  };
+  const std::vector<dsp::Elementwise> kinds = {{Kind::Identity, {}},        {Kind::ReLU, {}},      {Kind::LeakyReLU, {0.01f}},
+                                               {Kind::Hardtanh, {-0.5f, 0.75f}}, {Kind::LeakyHardtanh, {-1.0f, 0.9f, 0.05f, 0.02f}},
+                                               {Kind::Tanh, {}},            {Kind::FastTanh, {}}};
+  for_each_isa([&](const char* isa) {
+    for (const dsp::Elementwise& act : kinds)
+      for (int64_t outputs : {1, 2, 3, 4, 5, 8, 16})
+        for (int64_t n : {64, 45, 8, 3}) {
+          const bool second = outputs <= 4, store_y = !second || outputs % 2 == 0;
+          const int64_t inputs = 7 + outputs, lag = 3, sum_rows = (outputs + 1) / 2, outputs2 = 3, stride = n + 5;
+          const std::vector<float> w = random(outputs * inputs), bias = random(outputs), x = random(inputs * (n + lag));
+          const std::vector<float> w2 = random(outputs2 * outputs), bias2 = random(outputs2), addend2 = random(outputs2 * stride);
+          const std::vector<float> sum0 = random(sum_rows * stride);
+          std::vector<const float*> rows;
+          for (int64_t i = 0; i < inputs; ++i) rows.push_back(x.data() + i * (n + lag) + lag - i % lag);
+          dsp::MatMul m;
+          m.w = w.data();
+          m.x = rows.data();
+          m.y_stride = stride;
+          m.bias = bias.data();
+          m.outputs = outputs;
+          m.inputs = inputs;
+          m.n = n;
+          // The reference: the plain product, then the passes.
+          std::vector<float> y_ref(static_cast<size_t>(outputs * stride)), sum_ref = sum0;
+          m.y = y_ref.data();
+          dsp::matmul(m);
+          for (int64_t o = 0; o < outputs; ++o) dsp::apply(act, y_ref.data() + o * stride, n);
+          dsp::add_rows(y_ref.data(), stride, sum_ref.data(), stride, sum_rows, n);
+          // The fused product.
+          std::vector<float> y(static_cast<size_t>(outputs * stride), std::nanf("")), sum = sum0;
+          std::vector<float> y2(static_cast<size_t>(outputs2 * stride), std::nanf(""));
+          m.y = store_y ? y.data() : nullptr;
+          m.act = act;
+          m.sum = sum.data();
+          m.sum_stride = stride;
+          m.sum_rows = sum_rows;
+          if (second) {
+            m.w2 = w2.data();
+            m.bias2 = bias2.data();
+            m.addend2 = addend2.data();
+            m.addend2_stride = stride;
+            m.y2 = y2.data();
+            m.y2_stride = stride;
+            m.outputs2 = outputs2;
+          }
+          dsp::matmul(m);
+          const std::string where = std::string(isa) + " kind " + std::to_string(static_cast<int>(act.kind)) + " outputs " +
+                                    std::to_string(outputs) + " n " + std::to_string(n);
+          for (int64_t o = 0; o < outputs; ++o)
+            for (int64_t t = 0; t < n; ++t) {
+              const size_t at = static_cast<size_t>(o * stride + t);
+              if (store_y) {
+                ASSERT_NEAR(y[at], y_ref[at], 1e-6f * (1 + std::abs(y_ref[at]))) << where << " y[" << o << "][" << t << "]";
+              }
+              if (o < sum_rows) {
+                ASSERT_NEAR(sum[at], sum_ref[at], 1e-6f * (1 + std::abs(sum_ref[at]))) << where << " sum[" << o << "][" << t << "]";
+              }
+            }
+          for (int64_t o = 0; second && o < outputs2; ++o)
+            for (int64_t t = 0; t < n; ++t) {
+              double expected = static_cast<double>(addend2[static_cast<size_t>(o * stride + t)]) + bias2[static_cast<size_t>(o)];
+              for (int64_t r = 0; r < outputs; ++r)
+                expected += static_cast<double>(w2[static_cast<size_t>(o * outputs + r)]) * y_ref[static_cast<size_t>(r * stride + t)];
+              ASSERT_NEAR(y2[static_cast<size_t>(o * stride + t)], expected, 1e-5 * (1 + std::abs(expected))) << where << " y2[" << o << "][" << t << "]";
+            }
+        }
   });
 }
 

@@ -534,6 +534,46 @@ TEST(AmpNamFiles, TheTrainableModuleEqualsTheEngine) {
   }
 }
 
+// Layers of at most 4 channels, ungated and without FiLM, run whole in one pass of the engine's
+// product (activation, head sum, layer1x1 and residual in its epilogue): nano (tanh) and a2_small
+// (LeakyReLU, and with ReLU, Hardtanh and Tanh instead), random weights, in buffers of 64 samples,
+// of 1 and of 777 (the product's scalar tail), equal the trainable module in float64.
+TEST(AmpNamFiles, SmallLayersInOnePassEqualTheModule) {
+  std::vector<std::pair<std::string, NamWaveNetSpec>> specs = {{"nano", nam_of(wavenet_preset("nano"))}};
+  for (const char* activation : {"", "ReLU", "Hardtanh", "Tanh"}) {
+    NamWaveNetSpec spec = nam_wavenet_preset("a2_small");
+    set_activation(spec, activation, "");
+    specs.emplace_back(std::string("a2_small ") + activation, spec);
+  }
+  const std::vector<float> input = read_mono(kDir + "/input.wav");
+  const int64_t n = 4000;
+  std::mt19937 rng(29);
+  std::normal_distribution<float> normal(0.0f, 0.4f);
+  for (const auto& [name, spec] : specs) {
+    NamFileModel m;
+    m.architecture = "WaveNet";
+    m.wavenet = spec;
+    m.weights.resize(static_cast<size_t>(nam_wavenet_weight_count(spec)));
+    for (float& w : m.weights) w = normal(rng);
+    NamWaveNet module(spec);
+    module->import_weights(m.weights);
+    module->to(torch::kFloat64);
+    const int64_t rf = module->receptive_field();
+    const at::Tensor x = at::cat({at::zeros({rf - 1}, at::kDouble), at::tensor(std::vector<float>(input.begin(), input.begin() + n)).to(at::kDouble)});
+    at::Tensor expected;
+    {
+      torch::NoGradGuard no_grad;
+      expected = module->forward(x.view({1, 1, -1})).view({-1});
+    }
+    ASSERT_GT(expected.square().mean().sqrt().item<double>(), 1e-3) << name;  // the model does something
+    for (int64_t buffer : {64, 1, 777}) {
+      const at::Tensor got = at::tensor(play(m, std::vector<float>(input.begin(), input.begin() + n), buffer)).to(at::kDouble);
+      const double rel = ((got - expected).square().mean().sqrt() / expected.square().mean().sqrt()).item<double>();
+      EXPECT_LE(rel, 1e-5) << name << " buffer " << buffer;
+    }
+  }
+}
+
 // ConvNet and Linear train as LibTorch modules: each file imported as one computes (in float64,
 // eval mode, the history zero-padded) what the core played, and exports the file's weights back
 // (Linear's taps reversed twice: LibTorch's conv is a cross-correlation, the file an impulse

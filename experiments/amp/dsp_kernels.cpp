@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <stdexcept>
+#include <string>
 
 // Vectors pass between always-inlined helpers only (wavenet_kernels.h).
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -16,10 +18,104 @@ using kernels::load;
 using kernels::store;
 using kernels::Vec8;
 
+template <typename T>
+__attribute__((always_inline)) inline T splat(float v) {
+  return T{} + v;
+}
+
+// tanh(x) = x P(x^2) / Q(x^2) on |x| <= 7.9053111 (past it, +-1 in float): Eigen's rational
+// approximation for float, a few ulp; cheaper than the exp-based kernels::fast_tanh and branch-free,
+// so the loops over time vectorise. T: float, Vec8 or Vec16 (the product's epilogue).
+template <typename T>
+__attribute__((always_inline)) inline T rational_tanh(T x) {
+  const T limit = splat<T>(7.90531110763549805f);
+  x = x > limit ? limit : (x < -limit ? -limit : x);
+  const T x2 = x * x, x4 = x2 * x2, x8 = x4 * x4;
+  const T p_low = (x2 * 6.37261928875436e-04f + 4.89352455891786e-03f) + x4 * (x2 * 5.12229709037114e-08f + 1.48572235717979e-05f);
+  const T p_high = (x2 * 2.00018790482477e-13f - 8.60467152213735e-11f) + x4 * -2.76076847742355e-16f;
+  const T q = (x2 * 2.26843463243900e-03f + 4.89352518554385e-03f) + x4 * (x2 * 1.19825839466702e-06f + 1.18534705686654e-04f);
+  return x * (p_low + x8 * p_high) / q;
+}
+
+// The kinds without exp, on a float or a vector; a..d are Elementwise::p (values, not the array:
+// a store to x could alias it, and the loops would not vectorise).
+template <Kind K, typename T>
+__attribute__((always_inline)) inline T activate(T x, float a, float b, float c, float d) {
+  const T zero = splat<T>(0.0f);
+  if constexpr (K == Kind::Tanh) {
+    return rational_tanh(x);
+  } else if constexpr (K == Kind::FastTanh) {  // the core's "Fasttanh": a rational approximation of tanh
+    const T x2 = x * x, ax = x < zero ? -x : x;
+    const T num = x * (2.45550750702956f + 2.45550750702956f * ax + (0.893229853513558f + 0.821226666969744f * ax) * x2);
+    const T inner = x + 0.814642734961073f * x * ax;
+    return num / (2.44506634652299f + (2.44506634652299f + x2) * (inner < zero ? -inner : inner));
+  } else if constexpr (K == Kind::Hardtanh) {  // a = min, b = max
+    return x < splat<T>(a) ? splat<T>(a) : (x > splat<T>(b) ? splat<T>(b) : x);
+  } else if constexpr (K == Kind::LeakyHardtanh) {  // a = min, b = max, c = slope below min, d = slope above max
+    return x < splat<T>(a) ? a + c * (x - a) : (x > splat<T>(b) ? b + d * (x - b) : x);
+  } else if constexpr (K == Kind::ReLU) {
+    return x < zero ? zero : x;
+  } else if constexpr (K == Kind::LeakyReLU || K == Kind::PReLU) {  // a = the slope below 0 (PReLU: this row's)
+    return x < zero ? a * x : x;
+  } else {
+    static_assert(K == Kind::Identity, "a kind with exp has no epilogue form");
+    return x;
+  }
+}
+
+// One of the kinds above on one float (the product's last steps, past its vectors).
+__attribute__((always_inline)) inline float activate(const Elementwise& f, float x) {
+  const float a = f.p[0], b = f.p[1], c = f.p[2], d = f.p[3];
+  switch (f.kind) {
+    case Kind::Tanh: return activate<Kind::Tanh>(x, a, b, c, d);
+    case Kind::FastTanh: return activate<Kind::FastTanh>(x, a, b, c, d);
+    case Kind::Hardtanh: return activate<Kind::Hardtanh>(x, a, b, c, d);
+    case Kind::LeakyHardtanh: return activate<Kind::LeakyHardtanh>(x, a, b, c, d);
+    case Kind::ReLU: return activate<Kind::ReLU>(x, a, b, c, d);
+    case Kind::LeakyReLU: return activate<Kind::LeakyReLU>(x, a, b, c, d);
+    default: return x;
+  }
+}
+
 // One tile of the product: R output rows x (L V) time steps (L lanes per vector: 8, or 16 in the
 // AVX-512 variant), R x V accumulators in registers; each input row's V vectors are loaded once and
 // used R times.
-template <typename Vec, int R, int V>
+// A tile's epilogue: y = K(acc) stored, its rows below sum_rows added into sum, and the second
+// product (MatMul::w2) from those values while they are still in registers.
+// (Two forms, so that the common one, without the second product, keeps its values in registers.)
+template <Kind K, bool Second, typename Vec, int R, int V>
+__attribute__((always_inline)) inline void finish(const MatMul& m, int64_t o0, int64_t t0, Vec (&acc)[R][V]) {
+  constexpr int L = sizeof(Vec) / sizeof(float);
+  // m's fields as locals first: a store through memcpy (kernels::store) may alias anything, so
+  // each store would otherwise reload them.
+  const float a = m.act.p[0], b = m.act.p[1], c = m.act.p[2], d = m.act.p[3];
+  float* const y_out = m.y ? m.y + o0 * m.y_stride + t0 : nullptr;
+  float* const sum = m.sum ? m.sum + o0 * m.sum_stride + t0 : nullptr;
+  const int64_t y_stride = m.y_stride, sum_stride = m.sum_stride, sum_rows = m.sum_rows - o0;
+  const float *const w2 = m.w2, *const bias2 = m.bias2, *const addend2 = Second ? m.addend2 + t0 : nullptr;
+  float* const y2 = Second ? m.y2 + t0 : nullptr;
+  const int64_t addend2_stride = m.addend2_stride, y2_stride = m.y2_stride, outputs2 = m.outputs2;
+  Vec (&y)[R][V] = acc;  // in place
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) {
+      y[r][v] = activate<K>(acc[r][v], a, b, c, d);
+      if (!Second || y_out) store(y_out + r * y_stride + L * v, y[r][v]);
+      if (r < sum_rows) {
+        float* s = sum + r * sum_stride + L * v;
+        store(s, load<Vec>(s) + y[r][v]);
+      }
+    }
+  if constexpr (!Second) return;
+  for (int64_t o = 0; o < outputs2; ++o) {  // (o0 is 0: the whole width is this tile)
+    Vec out[V];
+    for (int v = 0; v < V; ++v) out[v] = load<Vec>(addend2 + o * addend2_stride + L * v) + bias2[o];
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < V; ++v) out[v] += w2[o * R + r] * y[r][v];
+    for (int v = 0; v < V; ++v) store(y2 + o * y2_stride + L * v, out[v]);
+  }
+}
+
+template <typename Vec, int R, int V, Kind K, bool Second>
 __attribute__((always_inline)) inline void tile(const MatMul& m, int64_t o0, int64_t t0) {
   constexpr int L = sizeof(Vec) / sizeof(float);
   Vec acc[R][V];
@@ -35,67 +131,84 @@ __attribute__((always_inline)) inline void tile(const MatMul& m, int64_t o0, int
   }
   const float* w = m.w + o0 * m.inputs;
   for (int64_t i = 0; i < m.inputs; ++i) {
+    const float* xi = m.x[i] + t0;
     Vec xv[V];
-    for (int v = 0; v < V; ++v) xv[v] = load<Vec>(m.x[i] + t0 + L * v);
+    for (int v = 0; v < V; ++v) xv[v] = load<Vec>(xi + L * v);
     for (int r = 0; r < R; ++r) {
       const float wr = w[r * m.inputs + i];
       for (int v = 0; v < V; ++v) acc[r][v] += wr * xv[v];
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) store(m.y + (o0 + r) * m.y_stride + t0 + L * v, acc[r][v]);
+  finish<K, Second>(m, o0, t0, acc);
 }
 
 // The time steps past the last multiple of 8, one at a time.
 __attribute__((always_inline)) inline void tail(const MatMul& m, int64_t t0) {
-  for (int64_t o = 0; o < m.outputs; ++o) {
-    const float* w = m.w + o * m.inputs;
-    float* y = m.y + o * m.y_stride;
-    const float* start = m.accumulate ? y : m.addend ? m.addend + o * m.addend_stride : nullptr;
-    for (int64_t t = t0; t < m.n; ++t) {
-      float s = (m.bias ? m.bias[o] : 0.0f) + (start ? start[t] : 0.0f);
+  for (int64_t t = t0; t < m.n; ++t) {
+    float y[4];  // the second product's inputs (outputs <= 4 with it)
+    for (int64_t o = 0; o < m.outputs; ++o) {
+      const float* w = m.w + o * m.inputs;
+      const float start = m.accumulate ? m.y[o * m.y_stride + t] : m.addend ? m.addend[o * m.addend_stride + t] : 0.0f;
+      float s = (m.bias ? m.bias[o] : 0.0f) + start;
       for (int64_t i = 0; i < m.inputs; ++i) s += w[i] * m.x[i][t];
-      y[t] = s;
+      s = activate(m.act, s);
+      if (m.y) m.y[o * m.y_stride + t] = s;
+      if (o < m.sum_rows) m.sum[o * m.sum_stride + t] += s;
+      if (m.w2) y[o] = s;
+    }
+    for (int64_t o = 0; m.w2 && o < m.outputs2; ++o) {
+      float s = m.addend2[o * m.addend2_stride + t] + m.bias2[o];
+      for (int64_t r = 0; r < m.outputs; ++r) s += m.w2[o * m.outputs + r] * y[r];
+      m.y2[o * m.y2_stride + t] = s;
     }
   }
 }
 
-template <typename Vec, int V>
+template <typename Vec, int V, Kind K, bool Second>
 __attribute__((always_inline)) inline void rows(const MatMul& m, int64_t t0) {
   int64_t o = 0;
-  for (; o + 4 <= m.outputs; o += 4) tile<Vec, 4, V>(m, o, t0);
+  for (; o + 4 <= m.outputs; o += 4) tile<Vec, 4, V, K, Second>(m, o, t0);
   switch (m.outputs - o) {
-    case 3: tile<Vec, 3, V>(m, o, t0); break;
-    case 2: tile<Vec, 2, V>(m, o, t0); break;
-    case 1: tile<Vec, 1, V>(m, o, t0); break;
+    case 3: tile<Vec, 3, V, K, Second>(m, o, t0); break;
+    case 2: tile<Vec, 2, V, K, Second>(m, o, t0); break;
+    case 1: tile<Vec, 1, V, K, Second>(m, o, t0); break;
     default: break;
   }
 }
 
 // Wide (AVX-512): 64- and 32-step tiles of 16-lane vectors first, then as the others.
-template <bool Wide = false>
-__attribute__((always_inline)) inline void matmul_impl(const MatMul& m) {
+template <bool Wide, Kind K, bool Second>
+__attribute__((always_inline)) inline void run(const MatMul& m) {
   int64_t t = 0;
   if constexpr (Wide) {
-    for (; t + 64 <= m.n; t += 64) rows<kernels::Vec16, 4>(m, t);
-    for (; t + 32 <= m.n; t += 32) rows<kernels::Vec16, 2>(m, t);
+    for (; t + 64 <= m.n; t += 64) rows<kernels::Vec16, 4, K, Second>(m, t);
+    for (; t + 32 <= m.n; t += 32) rows<kernels::Vec16, 2, K, Second>(m, t);
   }
-  for (; t + 16 <= m.n; t += 16) rows<Vec8, 2>(m, t);
-  for (; t + 8 <= m.n; t += 8) rows<Vec8, 1>(m, t);
+  for (; t + 16 <= m.n; t += 16) rows<Vec8, 2, K, Second>(m, t);
+  for (; t + 8 <= m.n; t += 8) rows<Vec8, 1, K, Second>(m, t);
   if (t < m.n) tail(m, t);
 }
 
-// tanh(x) = x P(x^2) / Q(x^2) on |x| <= 7.9053111 (past it, +-1 in float): Eigen's rational
-// approximation for float, a few ulp; cheaper than the exp-based kernels::fast_tanh and branch-free,
-// so the loops over time vectorise.
-__attribute__((always_inline)) inline float rational_tanh(float x) {
-  const float limit = 7.90531110763549805f;
-  x = x > limit ? limit : (x < -limit ? -limit : x);
-  const float x2 = x * x, x4 = x2 * x2, x8 = x4 * x4;
-  const float p_low = (x2 * 6.37261928875436e-04f + 4.89352455891786e-03f) + x4 * (x2 * 5.12229709037114e-08f + 1.48572235717979e-05f);
-  const float p_high = (x2 * 2.00018790482477e-13f - 8.60467152213735e-11f) + x4 * -2.76076847742355e-16f;
-  const float q = (x2 * 2.26843463243900e-03f + 4.89352518554385e-03f) + x4 * (x2 * 1.19825839466702e-06f + 1.18534705686654e-04f);
-  return x * (p_low + x8 * p_high) / q;
+template <bool Wide, bool Second>
+__attribute__((always_inline)) inline void run_kind(const MatMul& m) {
+  switch (m.act.kind) {
+    case Kind::Tanh: return run<Wide, Kind::Tanh, Second>(m);
+    case Kind::FastTanh: return run<Wide, Kind::FastTanh, Second>(m);
+    case Kind::Hardtanh: return run<Wide, Kind::Hardtanh, Second>(m);
+    case Kind::LeakyHardtanh: return run<Wide, Kind::LeakyHardtanh, Second>(m);
+    case Kind::ReLU: return run<Wide, Kind::ReLU, Second>(m);
+    case Kind::LeakyReLU: return run<Wide, Kind::LeakyReLU, Second>(m);
+    default: return run<Wide, Kind::Identity, Second>(m);
+  }
+}
+
+// The activation is a template parameter of the whole product, not a switch in each tile: with a
+// switch there, GCC kept the accumulators in memory.
+template <bool Wide = false>
+__attribute__((always_inline)) inline void matmul_impl(const MatMul& m) {
+  if (m.w2) return run_kind<Wide, true>(m);
+  if (!m.sum && m.act.kind == Kind::Identity) return run<Wide, Kind::Identity, false>(m);  // the plain product
+  run_kind<Wide, false>(m);
 }
 
 __attribute__((always_inline)) inline float sigmoid(float x) {
@@ -107,35 +220,19 @@ __attribute__((always_inline)) inline float sigmoid(float x) {
 
 __attribute__((always_inline)) inline void apply_impl(const Elementwise& f, float* x, int64_t n) {
   const float a = f.p[0], b = f.p[1], c = f.p[2], d = f.p[3];
+#define WAVETRAIN_AMP_APPLY(K) \
+  for (int64_t t = 0; t < n; ++t) x[t] = activate<K>(x[t], a, b, c, d); \
+  return;
   switch (f.kind) {
     case Kind::Identity: return;
-    case Kind::Tanh:
-      for (int64_t t = 0; t < n; ++t) x[t] = rational_tanh(x[t]);
-      return;
-    case Kind::FastTanh:  // the core's "Fasttanh": a rational approximation of tanh
-      for (int64_t t = 0; t < n; ++t) {
-        const float v = x[t], v2 = v * v, av = v < 0 ? -v : v;
-        const float num = v * (2.45550750702956f + 2.45550750702956f * av + (0.893229853513558f + 0.821226666969744f * av) * v2);
-        const float inner = v + 0.814642734961073f * v * av;
-        x[t] = num / (2.44506634652299f + (2.44506634652299f + v2) * (inner < 0 ? -inner : inner));
-      }
-      return;
-    case Kind::Hardtanh:  // a = min, b = max
-      for (int64_t t = 0; t < n; ++t) x[t] = x[t] < a ? a : (x[t] > b ? b : x[t]);
-      return;
-    case Kind::LeakyHardtanh:  // a = min, b = max, c = slope below min, d = slope above max
-      for (int64_t t = 0; t < n; ++t) {
-        const float v = x[t];
-        x[t] = v < a ? a + c * (v - a) : (v > b ? b + d * (v - b) : v);
-      }
-      return;
-    case Kind::ReLU:
-      for (int64_t t = 0; t < n; ++t) x[t] = x[t] < 0 ? 0.0f : x[t];
-      return;
+    case Kind::Tanh: WAVETRAIN_AMP_APPLY(Kind::Tanh)
+    case Kind::FastTanh: WAVETRAIN_AMP_APPLY(Kind::FastTanh)
+    case Kind::Hardtanh: WAVETRAIN_AMP_APPLY(Kind::Hardtanh)
+    case Kind::LeakyHardtanh: WAVETRAIN_AMP_APPLY(Kind::LeakyHardtanh)
+    case Kind::ReLU: WAVETRAIN_AMP_APPLY(Kind::ReLU)
     case Kind::LeakyReLU:
-    case Kind::PReLU:  // a = the slope below 0 (PReLU: this row's)
-      for (int64_t t = 0; t < n; ++t) x[t] = x[t] < 0 ? a * x[t] : x[t];
-      return;
+    case Kind::PReLU: WAVETRAIN_AMP_APPLY(Kind::LeakyReLU)
+#undef WAVETRAIN_AMP_APPLY
     case Kind::Sigmoid:
       for (int64_t t = 0; t < n; ++t) x[t] = sigmoid(x[t]);
       return;
@@ -186,7 +283,25 @@ void force_no_avx512(bool on) {
   update_level();
 }
 
+bool fits_epilogue(Kind kind, bool second) {
+  switch (kind) {
+    case Kind::Identity:
+    case Kind::Hardtanh:
+    case Kind::LeakyHardtanh:
+    case Kind::ReLU:
+    case Kind::LeakyReLU: return true;
+    // The rational functions' dozen constants take registers from the accumulators of the larger
+    // tiles (standard ran 25% slower with tanh there): with a second product only, whose tiles
+    // are small.
+    case Kind::Tanh:
+    case Kind::FastTanh: return second;
+    default: return false;
+  }
+}
+
 void matmul(const MatMul& m) {
+  if (m.w2 && m.outputs > 4) throw std::logic_error("dsp::matmul: a second product needs outputs <= 4, found " + std::to_string(m.outputs));
+  if (!m.y && !m.w2) throw std::logic_error("dsp::matmul: y is null and there is no second product");
 #if WAVETRAIN_AMP_AVX2
   if (using_avx512()) return matmul_avx512(m);
   if (using_avx2()) return matmul_avx2(m);

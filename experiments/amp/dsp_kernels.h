@@ -11,6 +11,15 @@
 
 namespace wavetrain::experiments::amp::dsp {
 
+// The element-wise functions, in place over n floats. Every kind has at most four parameters
+// (see activation.h for what they mean); `slope_per_row` is for PReLU, one slope per channel.
+enum class Kind { Identity, Tanh, FastTanh, Hardtanh, LeakyHardtanh, ReLU, LeakyReLU, PReLU, Sigmoid, SiLU, Hardswish, Softsign };
+struct Elementwise {
+  Kind kind = Kind::Identity;
+  float p[4] = {0, 0, 0, 0};
+};
+void apply(const Elementwise& f, float* x, int64_t n);
+
 // y[o][t] (+)= bias[o] + sum over i < inputs of w[o][i] x[i][t], for o < outputs, t < n.
 //   w       [outputs][inputs], row-major
 //   x       `inputs` row pointers, each to n floats (a dilated conv passes the same channel once
@@ -29,17 +38,28 @@ struct MatMul {
   int64_t addend_stride = 0;
   int64_t outputs = 0, inputs = 0, n = 0;
   bool accumulate = false;
+  // The epilogue, in the same pass (a WaveNet layer's activation and its share of the head):
+  // `act` (a kind fits_epilogue accepts) applied to every row of y, then y's rows r < sum_rows
+  // added into sum (rows sum_stride apart).
+  Elementwise act;
+  float* sum = nullptr;
+  int64_t sum_stride = 0, sum_rows = 0;
+  // A second product from y's values while they are in registers (a WaveNet layer's 1x1 and its
+  // residual), where all of y is one tile (outputs <= 4): y2[o][t] = addend2[o][t] + bias2[o] +
+  // sum over r < outputs of w2[o][r] y[r][t], for o < outputs2. w2 is [outputs2][outputs]; bias2
+  // and addend2 are required; y2 must not overlap y or addend2. With it, y may be null: y's values
+  // are then not stored.
+  const float* w2 = nullptr;
+  const float* bias2 = nullptr;
+  const float* addend2 = nullptr;
+  int64_t addend2_stride = 0;
+  float* y2 = nullptr;
+  int64_t y2_stride = 0, outputs2 = 0;
 };
+// Whether MatMul::act is worth it for a kind (and allowed: kinds without exp, one parameter set
+// for all rows), with or without a second product.
+bool fits_epilogue(Kind kind, bool second);
 void matmul(const MatMul& m);
-
-// The element-wise functions, in place over n floats. Every kind has at most four parameters
-// (see activation.h for what they mean); `slope_per_row` is for PReLU, one slope per channel.
-enum class Kind { Identity, Tanh, FastTanh, Hardtanh, LeakyHardtanh, ReLU, LeakyReLU, PReLU, Sigmoid, SiLU, Hardswish, Softsign };
-struct Elementwise {
-  Kind kind = Kind::Identity;
-  float p[4] = {0, 0, 0, 0};
-};
-void apply(const Elementwise& f, float* x, int64_t n);
 
 // y[t] = a[t] * b[t] (gating), y may alias a.
 void multiply(const float* a, const float* b, float* y, int64_t n);

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "experiments/amp/nam_file.h"
 
@@ -64,6 +66,9 @@ struct Conv {
   int64_t in = 0, out = 0, kernel = 1, dilation = 1, groups = 1;
   std::vector<float> w, b;
   std::vector<const float*> rows;  // scratch: the input rows of one group, each tap shifted back
+  // The product's arguments, kept: a MatMul made afresh for every call was zeroed with `rep stos`,
+  // which cost a WaveNet of 3 channels 5% of its time.
+  dsp::MatMul product;
 
   void load(Reader& r, int64_t in_, int64_t out_, int64_t kernel_, int64_t dilation_, int64_t groups_, bool bias) {
     in = in_, out = out_, kernel = kernel_, dilation = dilation_, groups = groups_;
@@ -85,7 +90,7 @@ struct Conv {
     const int64_t gi = in / groups, go = out / groups;
     for (int64_t g = 0; g < groups; ++g) {
       tap_rows(x + g * gi * x_stride, x_stride, gi, rows.data());
-      dsp::MatMul m;
+      dsp::MatMul& m = product;
       m.w = w.data() + g * go * gi * kernel;
       m.x = rows.data();
       m.y = y + g * go * y_stride;
@@ -95,10 +100,8 @@ struct Conv {
       m.inputs = gi * kernel;
       m.n = n;
       m.accumulate = accumulate;
-      if (addend) {
-        m.addend = addend + g * go * addend_stride;
-        m.addend_stride = addend_stride;
-      }
+      m.addend = addend ? addend + g * go * addend_stride : nullptr;
+      m.addend_stride = addend_stride;
       dsp::matmul(m);
     }
   }
@@ -155,6 +158,13 @@ struct WaveNetDsp::Array {
     bool fused = false;
     std::vector<float> fused_w;  // [m][C kernel + condition]
     std::vector<const float*> fused_rows;
+    dsp::MatMul product;
+    // The fused product also applies the activation (ungated layers, no FiLM around it, a kind
+    // without exp) and, without a head1x1, adds p into the head's sum: two passes over a fewer.
+    bool act_in_product = false;
+    // ... and, where its width fits one tile (B <= 4) and nothing else reads p, the layer1x1 and the
+    // residual too (MatMul::w2): the whole layer in one pass.
+    bool layer_in_product = false;
   };
   int64_t C = 0, B = 0, M = 0, condition = 1, head_in = 0, head_out = 0, S = 0;
   Conv rechannel, head_rechannel;
@@ -164,6 +174,14 @@ struct WaveNetDsp::Array {
   std::vector<float> a, p, tmp, film, mixin, z_out, head;
 
   void process(const float* y, int64_t y_stride, const float* c, int64_t c_stride, const float* previous_head, int64_t n);
+  // Where layer li's output goes, and its row stride: the next layer's input (its block begun), or
+  // the array's output.
+  std::pair<float*, int64_t> residual_destination(size_t li, int64_t n) {
+    if (li + 1 == layers.size()) return {z_out.data(), S};
+    History& next = layers[li + 1].in;
+    next.begin(n);
+    return {next.base(), next.stride()};
+  }
 };
 
 void WaveNetDsp::Array::process(const float* y, int64_t y_stride, const float* c, int64_t c_stride, const float* previous_head, int64_t n) {
@@ -190,7 +208,7 @@ void WaveNetDsp::Array::process(const float* y, int64_t y_stride, const float* c
     if (L.fused) {
       L.conv.tap_rows(src->base(), src->stride(), C, L.fused_rows.data());
       for (int64_t j = 0; j < condition; ++j) L.fused_rows[static_cast<size_t>(C * L.conv.kernel + j)] = c + j * c_stride;
-      dsp::MatMul mm;
+      dsp::MatMul& mm = L.product;  // (kept, as in Conv)
       mm.w = L.fused_w.data();
       mm.x = L.fused_rows.data();
       mm.y = a.data();
@@ -199,7 +217,25 @@ void WaveNetDsp::Array::process(const float* y, int64_t y_stride, const float* c
       mm.outputs = m;
       mm.inputs = static_cast<int64_t>(L.fused_rows.size());
       mm.n = n;
+      if (L.act_in_product) {
+        mm.act = L.primary.f;
+        if (!L.has_head1x1) mm.sum = head_sum.base(), mm.sum_stride = head_sum.stride(), mm.sum_rows = head_in;
+      }
+      if (L.layer_in_product) {  // z + layer1x1(p), into the next layer's input or the array's output
+        mm.w2 = L.layer1x1.w.data();
+        mm.bias2 = L.layer1x1.b.data();
+        mm.addend2 = L.in.base();
+        mm.addend2_stride = L.in.stride();
+        mm.outputs2 = C;
+        std::tie(mm.y2, mm.y2_stride) = residual_destination(li, n);
+        mm.y = nullptr;  // p: nothing else reads it
+      }
       dsp::matmul(mm);
+      if (L.layer_in_product) {
+        L.in.end(n);
+        if (L.film[kConvPre].active) L.film_in.end(n);
+        continue;
+      }
     } else {
       L.conv.run(src->base(), src->stride(), a.data(), S, n, false);
       L.film[kConvPost].apply(a.data(), S, c, c_stride, film.data(), S, n);
@@ -225,7 +261,7 @@ void WaveNetDsp::Array::process(const float* y, int64_t y_stride, const float* c
     // needs them after.
     float* const pp = L.gating == Gating::Blended ? p.data() : a.data();
     if (pp != a.data()) copy_rows(a.data(), S, pp, S, B, n);
-    L.primary.apply(pp, S, B, n);
+    if (!L.act_in_product) L.primary.apply(pp, S, B, n);
     if (L.gating != Gating::None) {
       float* gate = a.data() + B * S;
       L.secondary.apply(gate, S, B, n);
@@ -242,14 +278,7 @@ void WaveNetDsp::Array::process(const float* y, int64_t y_stride, const float* c
     }
     L.film[kActivationPost].apply(pp, S, c, c_stride, film.data(), S, n);
     // The residual: the next layer's input (or the array's output) = z + layer1x1(p).
-    Layer* next = li + 1 < layers.size() ? &layers[li + 1] : nullptr;
-    float* dst = z_out.data();
-    int64_t dst_stride = S;
-    if (next) {
-      next->in.begin(n);
-      dst = next->in.base();
-      dst_stride = next->in.stride();
-    }
+    const auto [dst, dst_stride] = residual_destination(li, n);
     // Without a layer1x1 the core passes z on unchanged. Its layer1x1_post_film takes effect in
     // blended layers only (the core's behaviour, which the reference outputs confirm; in other
     // layers its weights are read and unused).
@@ -267,7 +296,7 @@ void WaveNetDsp::Array::process(const float* y, int64_t y_stride, const float* c
       L.head1x1.run(pp, S, tmp.data(), S, n, false);
       L.film[kHead1x1Post].apply(tmp.data(), S, c, c_stride, film.data(), S, n);
       dsp::add_rows(tmp.data(), S, head_sum.base(), head_sum.stride(), head_in, n);
-    } else {
+    } else if (!L.act_in_product) {
       dsp::add_rows(pp, S, head_sum.base(), head_sum.stride(), head_in, n);
     }
     L.in.end(n);
@@ -333,6 +362,11 @@ WaveNetDsp::WaveNetDsp(const NamWaveNetSpec& spec, const std::vector<float>& wei
         }
         L.fused_rows.resize(static_cast<size_t>(inputs));
       }
+      const bool epilogue = L.fused && L.gating == Gating::None && !L.film[kActivationPre].active && !L.film[kActivationPost].active &&
+                            L.primary.slopes.empty();
+      L.layer_in_product = epilogue && m <= 4 && L.has_layer1x1 && L.layer1x1.groups == 1 && !L.has_head1x1 &&
+                           dsp::fits_epilogue(L.primary.f.kind, true);
+      L.act_in_product = L.layer_in_product || (epilogue && dsp::fits_epilogue(L.primary.f.kind, false));
       const int64_t history = (ls.kernel_size - 1) * ls.dilation;
       L.in.init(A.C, L.film[kConvPre].active ? 0 : history, S);
       if (L.film[kConvPre].active) L.film_in.init(A.C, history, S);
