@@ -55,17 +55,27 @@ __attribute__((always_inline)) inline Fraction<V> sigmoid_of_half(const TanhPart
 // it for the sigmoids too, as (fast_tanh(x / 2) + 1) / 2 (x / 2 from the halved weights, exactly as
 // the core's multiply by 0.5). Divided at once: its denominator grows as x^4, and products of three
 // would overflow.
+// Kept as its numerator and denominator until the one division, so that what follows the
+// function (sigmoid's + 1 and / 2, the cell's o *) is worked into them while the denominator is
+// still being computed, not after the division: on the chain each sample waits on.
 template <typename V>
-__attribute__((always_inline)) inline V fast_tanh(V x) {
+__attribute__((always_inline)) inline Fraction<V> fast_tanh_parts(V x) {
   const V ax = x < 0.0f ? -x : x, x2 = x * x;
   const V num = x * (2.45550750702956f + 2.45550750702956f * ax + (0.893229853513558f + 0.821226666969744f * ax) * x2);
   const V inner = x + 0.814642734961073f * x * ax;
   const V den = 2.44506634652299f + (2.44506634652299f + x2) * (inner < 0.0f ? -inner : inner);
-  return num / den;
+  return {num, den};
 }
 template <typename V>
+__attribute__((always_inline)) inline V fast_tanh(V x) {
+  const Fraction<V> t = fast_tanh_parts(x);
+  return t.n / t.d;
+}
+// (n / d + 1) / 2 = (n + d) / 2d
+template <typename V>
 __attribute__((always_inline)) inline V fast_sigmoid_of_half(V x) {
-  return (fast_tanh(x) + 1.0f) * 0.5f;
+  const Fraction<V> t = fast_tanh_parts(x);
+  return (t.n + t.d) / (2.0f * t.d);
 }
 
 // Units [8u, 8u + 8) of one step, exact: c = sigmoid(f) c + sigmoid(i) tanh(g),
@@ -83,7 +93,8 @@ __attribute__((always_inline)) inline void update(Fraction<Vec8> i, Fraction<Vec
 __attribute__((always_inline)) inline void update_fast(Vec8 i, Vec8 f, Vec8 g, Vec8 o, float* c, float* h) {
   const Vec8 cn = f * load<Vec8>(c) + i * g;
   store(c, cn);
-  store(h, o * fast_tanh(cn));
+  const Fraction<Vec8> t = fast_tanh_parts(cn);
+  store(h, (o * t.n) / t.d);
 }
 
 // Units [8u, 8u + 8) from their four gate vectors (the i, f and o ones halved).
@@ -149,8 +160,8 @@ __attribute__((always_inline)) inline void cell_blocked(const float* w, const fl
     } else if constexpr (Fast) {
       // [i|f] and [g|o] through the activations 16 lanes at a time, then split into 8-unit halves.
       const V sa = fast_sigmoid_of_half(acc[2 * u]);
-      const V tb = fast_tanh(acc[2 * u + 1]);
-      const V sb = (tb + 1.0f) * 0.5f;
+      const Fraction<V> b = fast_tanh_parts(acc[2 * u + 1]);
+      const V tb = b.n / b.d, sb = (b.n + b.d) / (2.0f * b.d);
       update_fast(low(sa), high(sa), low(tb), high(sb), c + 8 * u, h + 8 * u);
     } else {
       const TanhParts<V> a = tanh_parts(acc[2 * u]), b = tanh_parts(acc[2 * u + 1]);
