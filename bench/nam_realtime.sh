@@ -18,8 +18,10 @@
 # All with -std=c++20 -DNDEBUG, fast tanh switched on before loading (the plugin always does) and
 # double samples (the plugin leaves NAM_SAMPLE_FLOAT undefined). Then, for ROUNDS rounds, each model
 # is played by wavetrain and by each core build in turn (the order rotates from round to round).
-# wavetrain plays with exact tanh and with the core's fast tanh (the function the core computes), and
-# on an AVX-512 CPU also held to AVX2 (against the core's AVX2 build). The script prints two Markdown
+# wavetrain plays with exact tanh and with the core's fast tanh (the function the core computes), on
+# an AVX-512 CPU also held to AVX2 (against the core's AVX2 build), and in its baseline-ISA variant,
+# both ways (against the core's SSE2 build: the same 128-bit ISA; on ARM that variant is what runs,
+# as NEON). The script prints two Markdown
 # tables: each engine's median real-time factor (the range over the rounds in brackets), and the
 # ratios (min / median of the rounds' ratios; each round's ratio compares runs made seconds apart).
 # The load average is printed at the start and at the end: the machine may be shared.
@@ -141,6 +143,8 @@ rtf() {  # engine file
     wavetrain) out=$("$bin" --no-presets "$seconds" "$2") ;;
     wavetrain-avx2) out=$("$bin" --no-avx512 --no-presets "$seconds" "$2") ;;
     wavetrain-fast) out=$("$bin" --fast-tanh --no-presets "$seconds" "$2") ;;
+    wavetrain-base) out=$("$bin" --baseline --no-presets "$seconds" "$2") ;;
+    wavetrain-base-fast) out=$("$bin" --baseline --fast-tanh --no-presets "$seconds" "$2") ;;
     *) out=$("$root/nam-core-$1/nam_core_bench" "$seconds" "$2") ;;
   esac
   awk 'END { print $NF }' <<<"$out"
@@ -160,7 +164,7 @@ echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 declare -A results  # "engine|label" -> real-time factors, one per round
 for ((r = 0; r < rounds; r++)); do
   for f in "${files[@]}"; do
-    engines=(wavetrain wavetrain-fast sse2 avx2)
+    engines=(wavetrain wavetrain-fast wavetrain-base wavetrain-base-fast sse2 avx2)
     ((avx512)) && engines+=(avx512 wavetrain-avx2)
     is_a2 "$f" && engines+=(generic)
     n=${#engines[@]}
@@ -188,6 +192,7 @@ echo "Real-time factors: median (range) over the rounds."
 echo
 header="| model | wavetrain | wavetrain, fast tanh |"
 ((avx512)) && header+=" wavetrain held to AVX2 |"
+header+=" wavetrain, baseline ISA | baseline, fast tanh |"
 header+=" core SSE2 (plugin build) | core AVX2+FMA |"
 ((avx512)) && header+=" core AVX-512 |"
 header+=" core SSE2, generic A2 path |"
@@ -196,6 +201,7 @@ for f in "${files[@]}"; do
   l=$(label "$f")
   row="| $l | $(stat_rtf "${results["wavetrain|$l"]}") | $(stat_rtf "${results["wavetrain-fast|$l"]}") |"
   ((avx512)) && row+=" $(stat_rtf "${results["wavetrain-avx2|$l"]}") |"
+  row+=" $(stat_rtf "${results["wavetrain-base|$l"]}") | $(stat_rtf "${results["wavetrain-base-fast|$l"]}") |"
   row+=" $(stat_rtf "${results["sse2|$l"]}") | $(stat_rtf "${results["avx2|$l"]}") |"
   ((avx512)) && row+=" $(stat_rtf "${results["avx512|$l"]}") |"
   if is_a2 "$f"; then row+=" $(stat_rtf "${results["generic|$l"]}") |"; else row+=" – |"; fi
@@ -207,6 +213,7 @@ echo "wavetrain plays exact tanh unless the column says fast tanh (then the same
 echo
 header="| model | wavetrain / core SSE2 | wavetrain / core $same_name (same ISA) | fast tanh / core $same_name |"
 ((avx512)) && header+=" held to AVX2 / core AVX2+FMA |"
+header+=" baseline / core SSE2 (same ISA) | baseline, fast tanh / core SSE2 |"
 header+=" core: A2 fast path / generic |"
 print_header "$header"
 for f in "${files[@]}"; do
@@ -214,6 +221,7 @@ for f in "${files[@]}"; do
   w=${results["wavetrain|$l"]} wf=${results["wavetrain-fast|$l"]} s=${results["sse2|$l"]} x=${results["$same|$l"]}
   row="| $l | $(stat_ratio "$w" "$s") | $(stat_ratio "$w" "$x") | $(stat_ratio "$wf" "$x") |"
   ((avx512)) && row+=" $(stat_ratio "${results["wavetrain-avx2|$l"]}" "${results["avx2|$l"]}") |"
+  row+=" $(stat_ratio "${results["wavetrain-base|$l"]}" "$s") | $(stat_ratio "${results["wavetrain-base-fast|$l"]}" "$s") |"
   if is_a2 "$f"; then row+=" $(stat_ratio "$s" "${results["generic|$l"]}") |"; else row+=" – |"; fi
   echo "$row"
 done

@@ -2,7 +2,7 @@
 // model: 64-sample buffers, one thread, 48 kHz, after a reset. For NAM's presets (random weights:
 // the work does not depend on them) and for any .nam files named on the command line.
 //
-// usage: wavetrain_bench_nam [--no-avx512] [--fast-tanh] [--no-presets] [SECONDS] [MODEL.nam ...]
+// usage: wavetrain_bench_nam [--no-avx512 | --baseline] [--fast-tanh] [--no-presets] [SECONDS] [MODEL.nam ...]
 //          prints one line per model: NAME RTF (a file's NAME is its name without .nam)
 //        wavetrain_bench_nam --write-nam DIR [A2.nam]
 //          writes the presets it times, with the same weights, as DIR/NAME.nam (standard.nam, ...,
@@ -124,10 +124,12 @@ int main(int argc, char** argv) {
     }
     return write_nam(argv[2], argc == 4 ? argv[3] : nullptr);
   }
-  // --no-avx512: AVX2 at most, to compare with a core built for AVX2. --fast-tanh: the core's fast
-  // tanh (and the LSTM's sigmoids from it), as the plugin plays.
+  // --no-avx512: AVX2 at most, to compare with a core built for AVX2. --baseline: the baseline
+  // ISA's variant (SSE2 on x86-64; the code an ARM build runs, where GCC makes it NEON). --fast-tanh:
+  // the core's fast tanh (and the LSTM's sigmoids from it), as the plugin plays.
   for (bool more = true; more && argc > 1;) {
     if (std::strcmp(argv[1], "--no-avx512") == 0) amp::dsp::force_no_avx512(true);
+    else if (std::strcmp(argv[1], "--baseline") == 0) amp::dsp::force_baseline(true);
     else if (std::strcmp(argv[1], "--fast-tanh") == 0) g_fast_tanh = true;
     else more = false;
     if (more) --argc, ++argv;

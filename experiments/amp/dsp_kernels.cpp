@@ -142,7 +142,7 @@ __attribute__((always_inline)) inline void tile(const MatMul& m, int64_t o0, int
   finish<K, Second>(m, o0, t0, acc);
 }
 
-// The time steps past the last multiple of 8, one at a time.
+// The time steps past the last whole vector (of 8 lanes, 4 in the baseline variant), one at a time.
 __attribute__((always_inline)) inline void tail(const MatMul& m, int64_t t0) {
   for (int64_t t = t0; t < m.n; ++t) {
     float y[4];  // the second product's inputs (outputs <= 4 with it)
@@ -176,39 +176,49 @@ __attribute__((always_inline)) inline void rows(const MatMul& m, int64_t t0) {
   }
 }
 
-// Wide (AVX-512): 64- and 32-step tiles of 16-lane vectors first, then as the others.
-template <bool Wide, Kind K, bool Second>
+// Lanes: the variant's vector width. 16 (AVX-512): 64- and 32-step tiles of 16-lane vectors, then
+// 16- and 8-step tiles of 8. 8 (AVX2): the latter. 4 (the baseline ISA: SSE2, or NEON on ARM, both
+// 128 bits with 16 or 32 registers): 8- and 4-step tiles of 4 lanes. Vectors wider than the ISA's
+// are split by GCC into pairs of registers, and 4 x 2 vectors of 8 needed 16 of SSE2's 16
+// registers for the accumulators alone: the spills made the baseline 10x slower than the core's
+// SSE2 build.
+template <int Lanes, Kind K, bool Second>
 __attribute__((always_inline)) inline void run(const MatMul& m) {
   int64_t t = 0;
-  if constexpr (Wide) {
+  if constexpr (Lanes == 16) {
     for (; t + 64 <= m.n; t += 64) rows<kernels::Vec16, 4, K, Second>(m, t);
     for (; t + 32 <= m.n; t += 32) rows<kernels::Vec16, 2, K, Second>(m, t);
   }
-  for (; t + 16 <= m.n; t += 16) rows<Vec8, 2, K, Second>(m, t);
-  for (; t + 8 <= m.n; t += 8) rows<Vec8, 1, K, Second>(m, t);
+  if constexpr (Lanes >= 8) {
+    for (; t + 16 <= m.n; t += 16) rows<Vec8, 2, K, Second>(m, t);
+    for (; t + 8 <= m.n; t += 8) rows<Vec8, 1, K, Second>(m, t);
+  } else {
+    for (; t + 8 <= m.n; t += 8) rows<kernels::Vec4, 2, K, Second>(m, t);
+    for (; t + 4 <= m.n; t += 4) rows<kernels::Vec4, 1, K, Second>(m, t);
+  }
   if (t < m.n) tail(m, t);
 }
 
-template <bool Wide, bool Second>
+template <int Lanes, bool Second>
 __attribute__((always_inline)) inline void run_kind(const MatMul& m) {
   switch (m.act.kind) {
-    case Kind::Tanh: return run<Wide, Kind::Tanh, Second>(m);
-    case Kind::FastTanh: return run<Wide, Kind::FastTanh, Second>(m);
-    case Kind::Hardtanh: return run<Wide, Kind::Hardtanh, Second>(m);
-    case Kind::LeakyHardtanh: return run<Wide, Kind::LeakyHardtanh, Second>(m);
-    case Kind::ReLU: return run<Wide, Kind::ReLU, Second>(m);
-    case Kind::LeakyReLU: return run<Wide, Kind::LeakyReLU, Second>(m);
-    default: return run<Wide, Kind::Identity, Second>(m);
+    case Kind::Tanh: return run<Lanes, Kind::Tanh, Second>(m);
+    case Kind::FastTanh: return run<Lanes, Kind::FastTanh, Second>(m);
+    case Kind::Hardtanh: return run<Lanes, Kind::Hardtanh, Second>(m);
+    case Kind::LeakyHardtanh: return run<Lanes, Kind::LeakyHardtanh, Second>(m);
+    case Kind::ReLU: return run<Lanes, Kind::ReLU, Second>(m);
+    case Kind::LeakyReLU: return run<Lanes, Kind::LeakyReLU, Second>(m);
+    default: return run<Lanes, Kind::Identity, Second>(m);
   }
 }
 
 // The activation is a template parameter of the whole product, not a switch in each tile: with a
 // switch there, GCC kept the accumulators in memory.
-template <bool Wide = false>
+template <int Lanes>
 __attribute__((always_inline)) inline void matmul_impl(const MatMul& m) {
-  if (m.w2) return run_kind<Wide, true>(m);
-  if (!m.sum && m.act.kind == Kind::Identity) return run<Wide, Kind::Identity, false>(m);  // the plain product
-  run_kind<Wide, false>(m);
+  if (m.w2) return run_kind<Lanes, true>(m);
+  if (!m.sum && m.act.kind == Kind::Identity) return run<Lanes, Kind::Identity, false>(m);  // the plain product
+  run_kind<Lanes, false>(m);
 }
 
 __attribute__((always_inline)) inline float sigmoid(float x) {
@@ -251,12 +261,12 @@ __attribute__((always_inline)) inline void apply_impl(const Elementwise& f, floa
   }
 }
 
-void matmul_baseline(const MatMul& m) { matmul_impl(m); }
+void matmul_baseline(const MatMul& m) { matmul_impl<4>(m); }
 void apply_baseline(const Elementwise& f, float* x, int64_t n) { apply_impl(f, x, n); }
 #if WAVETRAIN_AMP_AVX2
-__attribute__((target("avx2,fma"))) void matmul_avx2(const MatMul& m) { matmul_impl(m); }
+__attribute__((target("avx2,fma"))) void matmul_avx2(const MatMul& m) { matmul_impl<8>(m); }
 __attribute__((target("avx2,fma"))) void apply_avx2(const Elementwise& f, float* x, int64_t n) { apply_impl(f, x, n); }
-__attribute__((target("avx512f,avx2,fma"))) void matmul_avx512(const MatMul& m) { matmul_impl<true>(m); }
+__attribute__((target("avx512f,avx2,fma"))) void matmul_avx512(const MatMul& m) { matmul_impl<16>(m); }
 __attribute__((target("avx512f,avx2,fma"))) void apply_avx512(const Elementwise& f, float* x, int64_t n) { apply_impl(f, x, n); }
 #endif
 

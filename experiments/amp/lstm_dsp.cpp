@@ -82,24 +82,26 @@ __attribute__((always_inline)) inline V fast_sigmoid_of_half(V x) {
 //   c = (fn c / fd) + (in gx gp) / (id gq) = [(fn id)(c gq) + (in fd)(gx gp)] / (fd id gq)
 // (every d is between 4.9e-3 and 2: the products stay well inside float's range), grouped so the
 // products that wait on the gates are two deep, then h = sigmoid(o) tanh(c) = (on cx)(cp) / (od cq).
-__attribute__((always_inline)) inline void update(Fraction<Vec8> i, Fraction<Vec8> f, TanhParts<Vec8> g, Fraction<Vec8> o, float* c,
-                                                  float* h) {
-  const Vec8 cv = load<Vec8>(c);
-  const Vec8 cn = ((f.n * i.d) * (cv * g.q) + (i.n * f.d) * (g.x * g.p)) / ((f.d * i.d) * g.q);
-  const TanhParts<Vec8> t = tanh_parts(cn);
+// (V: Vec8, or Vec4 in the baseline variant, where units [8u, 8u + 4) and [8u + 4, 8u + 8) go in turn.)
+template <typename V>
+__attribute__((always_inline)) inline void update(Fraction<V> i, Fraction<V> f, TanhParts<V> g, Fraction<V> o, float* c, float* h) {
+  const V cv = load<V>(c);
+  const V cn = ((f.n * i.d) * (cv * g.q) + (i.n * f.d) * (g.x * g.p)) / ((f.d * i.d) * g.q);
+  const TanhParts<V> t = tanh_parts(cn);
   store(c, cn);
   store(h, ((o.n * t.x) * t.p) / (o.d * t.q));
 }
-__attribute__((always_inline)) inline void update_fast(Vec8 i, Vec8 f, Vec8 g, Vec8 o, float* c, float* h) {
-  const Vec8 cn = f * load<Vec8>(c) + i * g;
+template <typename V>
+__attribute__((always_inline)) inline void update_fast(V i, V f, V g, V o, float* c, float* h) {
+  const V cn = f * load<V>(c) + i * g;
   store(c, cn);
-  const Fraction<Vec8> t = fast_tanh_parts(cn);
+  const Fraction<V> t = fast_tanh_parts(cn);
   store(h, (o * t.n) / t.d);
 }
 
 // Units [8u, 8u + 8) from their four gate vectors (the i, f and o ones halved).
-template <bool Fast>
-__attribute__((always_inline)) inline void units(Vec8 gi, Vec8 gf, Vec8 gg, Vec8 go, float* c, float* h) {
+template <bool Fast, typename V>
+__attribute__((always_inline)) inline void units(V gi, V gf, V gg, V go, float* c, float* h) {
   if constexpr (Fast)
     update_fast(fast_sigmoid_of_half(gi), fast_sigmoid_of_half(gf), fast_tanh(gg), fast_sigmoid_of_half(go), c, h);
   else
@@ -151,11 +153,31 @@ __attribute__((always_inline)) inline void cell_blocked(const float* w, const fl
   constexpr int L = sizeof(V) / sizeof(float), Z = 32 * U / L;
   static_assert(P == 1 || P == 2 || P == 4, "the partial sums are added as a tree of 1, 2 or 4");
   V acc[Z];
-  gates<V, Z, P>(acc, w, bias, x, inputs, h, hidden);
+  if constexpr (L == 4 && U > 1) {
+    // 128-bit vectors (the baseline variant): 8 per chunk, and the baseline ISA's 16 registers
+    // hold one chunk's accumulators, not all of them. So the product runs a chunk at a time, each
+    // in registers, and h changes only after every chunk has read it.
+#pragma GCC unroll 3
+    for (int u = 0; u < U; ++u) {
+      V part[8];
+      for (int z = 0; z < 8; ++z) part[z] = load<V>(bias + 32 * u + L * z);
+      const float* wu = w + 32 * u;
+      for (int64_t j = 0; j < inputs + hidden; ++j, wu += 32 * U) {
+        const float v = j < inputs ? x[j] : h[j - inputs];
+        for (int z = 0; z < 8; ++z) part[z] += load<V>(wu + L * z) * v;
+      }
+      for (int z = 0; z < 8; ++z) acc[8 * u + z] = part[z];
+    }
+  } else {
+    gates<V, Z, P>(acc, w, bias, x, inputs, h, hidden);
+  }
   // Unrolled, so acc[] stays in registers (indexed by a loop counter, GCC keeps it on the stack).
 #pragma GCC unroll 4
   for (int u = 0; u < U; ++u) {
-    if constexpr (L == 8) {
+    if constexpr (L == 4) {  // gate q's halves are acc[8u + 2q] and acc[8u + 2q + 1]
+      units<Fast>(acc[8 * u], acc[8 * u + 2], acc[8 * u + 4], acc[8 * u + 6], c + 8 * u, h + 8 * u);
+      units<Fast>(acc[8 * u + 1], acc[8 * u + 3], acc[8 * u + 5], acc[8 * u + 7], c + 8 * u + 4, h + 8 * u + 4);
+    } else if constexpr (L == 8) {
       units<Fast>(acc[4 * u], acc[4 * u + 1], acc[4 * u + 2], acc[4 * u + 3], c + 8 * u, h + 8 * u);
     } else if constexpr (Fast) {
       // [i|f] and [g|o] through the activations 16 lanes at a time, then split into 8-unit halves.
@@ -166,7 +188,7 @@ __attribute__((always_inline)) inline void cell_blocked(const float* w, const fl
     } else {
       const TanhParts<V> a = tanh_parts(acc[2 * u]), b = tanh_parts(acc[2 * u + 1]);
       const Fraction<V> sa = sigmoid_of_half(a), sb = sigmoid_of_half(b);
-      update({low(sa.n), low(sa.d)}, {high(sa.n), high(sa.d)}, {low(b.x), low(b.p), low(b.q)}, {high(sb.n), high(sb.d)}, c + 8 * u, h + 8 * u);
+      update<Vec8>({low(sa.n), low(sa.d)}, {high(sa.n), high(sa.d)}, {low(b.x), low(b.p), low(b.q)}, {high(sb.n), high(sb.d)}, c + 8 * u, h + 8 * u);
     }
   }
 }
@@ -213,10 +235,10 @@ struct Args {
 // the loop over time is inside, so nothing is called per sample. Wide (AVX-512, 32 registers):
 // 16-lane gates, [i|f] and [g|o] per chunk, through the product and the activations (half the
 // instructions of 8 lanes), and more partial sums. Measured best of the variants tried (docs/amp.md).
-template <bool Wide, int U, bool Fast>
+template <int Lanes, int U, bool Fast>
 __attribute__((always_inline)) inline void run(const Args& a, const float* in, float* out, int64_t n) {
-  using V = std::conditional_t<Wide, kernels::Vec16, Vec8>;
-  constexpr int P = Wide ? (U == 1 ? 4 : 2) : U == 1 ? 2 : 1;
+  using V = std::conditional_t<Lanes == 16, kernels::Vec16, std::conditional_t<Lanes == 8, Vec8, kernels::Vec4>>;
+  constexpr int P = Lanes == 16 ? (U == 1 ? 4 : 2) : Lanes == 8 && U == 1 ? 2 : 1;
   for (int64_t t = 0; t < n; ++t) {
     const float* input = in + t;
     for (int64_t l = 0; l < a.layers; ++l) {
@@ -228,30 +250,31 @@ __attribute__((always_inline)) inline void run(const Args& a, const float* in, f
   }
 }
 
-template <bool Fast>
+template <int Lanes, bool Fast>
 __attribute__((always_inline)) inline void run_chunks(const Args& a, const float* in, float* out, int64_t n) {
   switch (a.chunks) {
-    case 1: return run<false, 1, Fast>(a, in, out, n);
-    case 2: return run<false, 2, Fast>(a, in, out, n);
-    case 3: return run<false, 3, Fast>(a, in, out, n);
-    default: return run<false, 0, Fast>(a, in, out, n);
+    case 1: return run<Lanes, 1, Fast>(a, in, out, n);
+    case 2: return run<Lanes, 2, Fast>(a, in, out, n);
+    case 3: return run<Lanes, 3, Fast>(a, in, out, n);
+    default: return run<Lanes, 0, Fast>(a, in, out, n);
   }
 }
 
+template <int Lanes>
 __attribute__((always_inline)) inline void run_any(const Args& a, const float* in, float* out, int64_t n) {
-  if (a.fast_tanh) run_chunks<true>(a, in, out, n);
-  else run_chunks<false>(a, in, out, n);
+  if (a.fast_tanh) run_chunks<Lanes, true>(a, in, out, n);
+  else run_chunks<Lanes, false>(a, in, out, n);
 }
 
-void run_baseline(const Args& a, const float* in, float* out, int64_t n) { run_any(a, in, out, n); }
+void run_baseline(const Args& a, const float* in, float* out, int64_t n) { run_any<4>(a, in, out, n); }
 #if WAVETRAIN_AMP_AVX2
-__attribute__((target("avx2,fma"))) void run_avx2(const Args& a, const float* in, float* out, int64_t n) { run_any(a, in, out, n); }
+__attribute__((target("avx2,fma"))) void run_avx2(const Args& a, const float* in, float* out, int64_t n) { run_any<8>(a, in, out, n); }
 // Cells of up to 24 units (the constructor picks it for them; larger ones go through memory anyway).
 __attribute__((target("avx512f,avx2,fma"))) void run_avx512(const Args& a, const float* in, float* out, int64_t n) {
   switch (a.chunks) {
-    case 1: return a.fast_tanh ? run<true, 1, true>(a, in, out, n) : run<true, 1, false>(a, in, out, n);
-    case 2: return a.fast_tanh ? run<true, 2, true>(a, in, out, n) : run<true, 2, false>(a, in, out, n);
-    default: return a.fast_tanh ? run<true, 3, true>(a, in, out, n) : run<true, 3, false>(a, in, out, n);
+    case 1: return a.fast_tanh ? run<16, 1, true>(a, in, out, n) : run<16, 1, false>(a, in, out, n);
+    case 2: return a.fast_tanh ? run<16, 2, true>(a, in, out, n) : run<16, 2, false>(a, in, out, n);
+    default: return a.fast_tanh ? run<16, 3, true>(a, in, out, n) : run<16, 3, false>(a, in, out, n);
   }
 }
 #endif
