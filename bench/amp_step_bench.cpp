@@ -35,6 +35,11 @@ int main(int argc, char** argv) {
     experiments::amp::wavenet_cpu_use_no_avx512(true);
     experiments::amp::dsp::force_no_avx512(true);
   }
+  // WAVETRAIN_BASELINE_ISA=1: the kernels' baseline-ISA variant (SSE2 on x86-64; NEON on ARM).
+  if (const char* v = std::getenv("WAVETRAIN_BASELINE_ISA"); v && std::string(v) == "1") {
+    experiments::amp::wavenet_cpu_use_baseline_isa(true);
+    experiments::amp::dsp::force_baseline(true);
+  }
   at::manual_seed(0);
   experiments::amp::AmpModel m = experiments::amp::make_amp_model("wavenet", argc > 3 ? argv[3] : "standard", 48000,
                                                                   argc > 4 ? argv[4] : "", argc > 5 ? argv[5] : "");

@@ -426,6 +426,12 @@ TEST(AmpModels, CpuKernelsMatchLibTorchForwardAndGradients) {
   WaveNetConfig one;
   one.layers = {array(1, 16, 2, 4, {1, 7}, true)};
   expect_cpu_kernels_match_libtorch(nam_of(one), "one array, two outputs");
+  // 24 and 32 channels: the wider tiles of each variant (the baseline's 6 and 8 vectors of 4).
+  for (int64_t channels : {24, 32}) {
+    WaveNetConfig wide;
+    wide.layers = {array(1, channels, 1, 2, {1, 3}, true)};
+    expect_cpu_kernels_match_libtorch(nam_of(wide), std::to_string(channels) + " channels");
+  }
 }
 
 // The activations besides Tanh, each through its derivative from the output or (SiLU, gated and

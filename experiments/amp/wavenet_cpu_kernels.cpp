@@ -386,8 +386,8 @@ __attribute__((always_inline)) inline void outer_any(const Outer& g) {
   }
 }
 
-void rows_baseline(const Rows& r) { WAVETRAIN_AMP_CHANNEL_SWITCH(rows_blocked, r, rows_any) }
-void outer_baseline(const Outer& g) { WAVETRAIN_AMP_CHANNEL_SWITCH(outer_blocked, g, outer_any) }
+void rows_baseline(const Rows& r) { WAVETRAIN_AMP_CHANNEL_SWITCH_NARROW(rows_blocked, r, rows_any) }
+void outer_baseline(const Outer& g) { WAVETRAIN_AMP_CHANNEL_SWITCH_NARROW(outer_blocked, g, outer_any) }
 void gate_baseline(const Gate& g) { WAVETRAIN_AMP_GATE_SWITCH(gate_any, g) }
 void gate_grad_baseline(const Gate& g) { WAVETRAIN_AMP_GATE_SWITCH(gate_grad_any, g) }
 #if WAVETRAIN_AMP_AVX2

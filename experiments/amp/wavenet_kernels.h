@@ -105,6 +105,19 @@ inline bool cpu_has_avx512f() { return false; }
     default: return ANY(ARG);                                       \
   }
 #define WAVETRAIN_AMP_CHANNEL_SWITCH(KERNEL, ARG, ANY) WAVETRAIN_AMP_CHANNEL_SWITCH_AS(KERNEL, ARG, ANY, Vec8, 8)
+// The baseline-ISA variants (SSE2, or NEON on ARM: 128-bit registers): 4-lane vectors only. GCC
+// splits an 8-lane vector into two registers, and the 8-lane tiles then needed 16 of SSE2's 16
+// for their accumulators: the spills made a training step 5x slower than LibTorch's conv1d.
+#define WAVETRAIN_AMP_CHANNEL_SWITCH_NARROW(KERNEL, ARG, ANY) \
+  switch ((ARG).channels) {                                 \
+    case 4: return KERNEL<Vec4, 4, 1>(ARG);                 \
+    case 8: return KERNEL<Vec4, 4, 2>(ARG);                 \
+    case 12: return KERNEL<Vec4, 4, 3>(ARG);                \
+    case 16: return KERNEL<Vec4, 4, 4>(ARG);                \
+    case 24: return KERNEL<Vec4, 4, 6>(ARG);                \
+    case 32: return KERNEL<Vec4, 4, 8>(ARG);                \
+    default: return ANY(ARG);                               \
+  }
 #define WAVETRAIN_AMP_CHANNEL_SWITCH_WIDE(KERNEL, ARG, ANY) WAVETRAIN_AMP_CHANNEL_SWITCH_AS(KERNEL, ARG, ANY, Vec16, 16)
 
 }  // namespace wavetrain::experiments::amp::kernels
