@@ -89,8 +89,8 @@ inline bool cpu_has_avx512f() { return false; }
 
 // The channel counts with register-blocked kernels, as Vec x W floats x V vectors a row (NAM's
 // presets use 16, 12, 8, 6, 4 and 2; 6 and 2 as that many scalars, in registers: through the plain
-// loop ANY, whose sums live in memory, lite's step took 1.8x as long, nano's 1.7x). In a function returning
-// void: WAVETRAIN_AMP_CHANNEL_SWITCH(kernel_template, args, plain_loop) with args.channels.
+// loop ANY, whose sums live in memory, lite's step took 1.8x as long, nano's 1.7x). In a function
+// returning void: WAVETRAIN_AMP_CHANNEL_SWITCH(kernel_template, args, plain_loop) with args.channels.
 // Multiples of 16 channels take WIDE x WW-float vectors: 8-lane ones, or 16-lane ones in AVX-512
 // variants (WAVETRAIN_AMP_CHANNEL_SWITCH_WIDE).
 #define WAVETRAIN_AMP_CHANNEL_SWITCH_AS(KERNEL, ARG, ANY, WIDE, WW) \
