@@ -88,7 +88,7 @@ inline bool cpu_has_avx512f() { return false; }
 #endif
 
 // The channel counts with register-blocked kernels, as Vec x W floats x V vectors a row (NAM's
-// presets use 16, 12, 8, 6, 4 and 2; 6 and 2 as that many scalars, in registers: through the plain
+// presets use 16, 12, 8, 6, 4, 3 and 2; 6, 3 and 2 as that many scalars, in registers: through the plain
 // loop ANY, whose sums live in memory, lite's step took 1.8x as long, nano's 1.7x). In a function
 // returning void: WAVETRAIN_AMP_CHANNEL_SWITCH(kernel_template, args, plain_loop) with args.channels.
 // Multiples of 16 channels take WIDE x WW-float vectors: 8-lane ones, or 16-lane ones in AVX-512
@@ -96,6 +96,7 @@ inline bool cpu_has_avx512f() { return false; }
 #define WAVETRAIN_AMP_CHANNEL_SWITCH_AS(KERNEL, ARG, ANY, WIDE, WW) \
   switch ((ARG).channels) {                                         \
     case 2: return KERNEL<float, 1, 2>(ARG);                        \
+    case 3: return KERNEL<float, 1, 3>(ARG);                        \
     case 6: return KERNEL<float, 1, 6>(ARG);                        \
     case 4: return KERNEL<Vec4, 4, 1>(ARG);                         \
     case 8: return KERNEL<Vec8, 8, 1>(ARG);                         \
@@ -114,6 +115,7 @@ inline bool cpu_has_avx512f() { return false; }
 #define WAVETRAIN_AMP_CHANNEL_SWITCH_NARROW(KERNEL, ARG, ANY) \
   switch ((ARG).channels) {                                 \
     case 2: return KERNEL<float, 1, 2>(ARG);                \
+    case 3: return KERNEL<float, 1, 3>(ARG);                \
     case 6: return KERNEL<float, 1, 6>(ARG);                \
     case 4: return KERNEL<Vec4, 4, 1>(ARG);                 \
     case 8: return KERNEL<Vec4, 4, 2>(ARG);                 \
