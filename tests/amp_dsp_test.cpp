@@ -15,6 +15,7 @@
 #include "experiments/amp/lstm_dsp.h"
 #include "experiments/amp/nam_dsp.h"
 #include "experiments/amp/nam_wavenet_module.h"
+#include "tests/lstm_reference.h"
 
 namespace {
 
@@ -233,16 +234,10 @@ TEST(AmpDsp, LstmCellEqualsLibTorchLstm) {
   }
 }
 
-// The NAM core's fast tanh, in double, in its order of operations.
-double core_fast_tanh(double x) {
-  const double ax = std::abs(x), x2 = x * x;
-  const double num = x * (2.45550750702956 + 2.45550750702956 * ax + (0.893229853513558 + 0.821226666969744 * ax) * x2);
-  return num / (2.44506634652299 + (2.44506634652299 + x2) * std::abs(x + 0.814642734961073 * x * ax));
-}
-
 // With fast_tanh the cell plays the core's function (sigmoid(x) = (fast_tanh(x / 2) + 1) / 2, tanh
-// = fast_tanh), written here from the .nam weight order in double, for every preset and a hidden
-// size of 3 and of 40 (through memory), in every ISA (AVX-512's 16-lane activations included).
+// = fast_tanh), from the .nam weight order in double (tests/lstm_reference.h), for every preset
+// and a hidden size of 3 and of 40 (through memory), in every ISA (AVX-512's 16-lane activations
+// included).
 TEST(AmpDsp, LstmWithFastTanhPlaysTheCoresFunction) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> uniform(-0.6f, 0.6f);
@@ -253,47 +248,7 @@ TEST(AmpDsp, LstmWithFastTanhPlaysTheCoresFunction) {
     const int64_t H = config.hidden_size, n = 2000;
     std::vector<float> in(static_cast<size_t>(n));
     for (int64_t t = 0; t < n; ++t) in[static_cast<size_t>(t)] = static_cast<float>(0.8 * std::sin(0.031 * t) + 0.2 * std::cos(0.17 * t));
-    // The reference: per layer W [4H][inputs + H], b [4H], h0 [H], c0 [H]; then head [H] and its bias.
-    struct Layer {
-      int64_t inputs;
-      std::vector<double> w, b, h, c;
-    };
-    std::vector<Layer> layers;
-    size_t at = 0;
-    auto take = [&](int64_t count) {
-      std::vector<double> v(weights.begin() + static_cast<std::ptrdiff_t>(at), weights.begin() + static_cast<std::ptrdiff_t>(at + count));
-      at += static_cast<size_t>(count);
-      return v;
-    };
-    for (int64_t l = 0; l < config.num_layers; ++l) {
-      const int64_t inputs = l == 0 ? config.input_size : H;
-      Layer layer{inputs, take(4 * H * (inputs + H)), take(4 * H), take(H), take(H)};
-      layers.push_back(std::move(layer));
-    }
-    const std::vector<double> head = take(H), head_bias = take(1);
-    ASSERT_EQ(at, weights.size());
-    std::vector<double> expected(static_cast<size_t>(n));
-    for (int64_t t = 0; t < n; ++t) {
-      std::vector<double> x = {in[static_cast<size_t>(t)]};
-      for (Layer& L : layers) {
-        std::vector<double> xh = x;
-        xh.insert(xh.end(), L.h.begin(), L.h.end());
-        std::vector<double> gates(L.b);
-        for (int64_t r = 0; r < 4 * H; ++r)
-          for (int64_t j = 0; j < L.inputs + H; ++j) gates[static_cast<size_t>(r)] += L.w[static_cast<size_t>(r * (L.inputs + H) + j)] * xh[static_cast<size_t>(j)];
-        auto sigmoid = [](double v) { return 0.5 * (core_fast_tanh(0.5 * v) + 1.0); };
-        for (int64_t k = 0; k < H; ++k) {
-          const double i = sigmoid(gates[static_cast<size_t>(k)]), f = sigmoid(gates[static_cast<size_t>(H + k)]);
-          const double g = core_fast_tanh(gates[static_cast<size_t>(2 * H + k)]), o = sigmoid(gates[static_cast<size_t>(3 * H + k)]);
-          L.c[static_cast<size_t>(k)] = f * L.c[static_cast<size_t>(k)] + i * g;
-          L.h[static_cast<size_t>(k)] = o * core_fast_tanh(L.c[static_cast<size_t>(k)]);
-        }
-        x = L.h;
-      }
-      double y = head_bias[0];
-      for (int64_t k = 0; k < H; ++k) y += head[static_cast<size_t>(k)] * x[static_cast<size_t>(k)];
-      expected[static_cast<size_t>(t)] = y;
-    }
+    const std::vector<double> expected = wavetrain::testing::lstm_reference(config, weights, in, wavetrain::testing::core_fast_tanh);
     double peak = 0;
     for (double v : expected) peak = std::max(peak, std::abs(v));
     for_each_isa([&](const char* isa) {

@@ -504,6 +504,27 @@ TEST(AmpNamFiles, GeneratedModelsWithEveryOptionMatchAnIndependentReference) {
   std::filesystem::remove_all(dir);
 }
 
+// The trainable module's output in float64 for a model's first n input samples (the history before
+// them zero, as the engine starts), and the relative RMS distance of the engine's output, played in
+// buffers of `buffer` samples, from it.
+struct ModuleAndEngine {
+  at::Tensor expected;
+  NamWaveNet module{nullptr};
+};
+ModuleAndEngine module_output(const NamFileModel& m, const std::vector<float>& input) {
+  NamWaveNet module(m.wavenet);
+  module->import_weights(m.weights);
+  module->to(torch::kFloat64);
+  const int64_t rf = module->receptive_field();
+  const at::Tensor x = at::cat({at::zeros({rf - 1}, at::kDouble), at::tensor(input).to(at::kDouble)});
+  torch::NoGradGuard no_grad;
+  return {module->forward(x.view({1, 1, -1})).view({-1}), module};
+}
+double engine_distance(const NamFileModel& m, const std::vector<float>& input, const at::Tensor& expected, int64_t buffer) {
+  const at::Tensor got = at::tensor(play(m, input, buffer)).to(at::kDouble);
+  return ((got - expected).square().mean().sqrt() / expected.square().mean().sqrt()).item<double>();
+}
+
 // The trainable module (nam_wavenet_module.h) computes what the engine plays, in float64: the
 // generated models (every activation, gating mode and option), A2 and the core's A2 test model.
 TEST(AmpNamFiles, TheTrainableModuleEqualsTheEngine) {
@@ -512,25 +533,12 @@ TEST(AmpNamFiles, TheTrainableModuleEqualsTheEngine) {
   models.emplace_back("A2", read_nam_file(kDir + "/models/A2.nam").default_model());
   models.emplace_back("wavenet_a2_max", read_nam_file(kDir + "/models/wavenet_a2_max.nam"));
   models.emplace_back("wavenet_condition_dsp", read_nam_file(kDir + "/models/wavenet_condition_dsp.nam"));
-  const std::vector<float> input = read_mono(kDir + "/input.wav");
-  const int64_t n = 9000;
+  const std::vector<float> all = read_mono(kDir + "/input.wav"), input(all.begin(), all.begin() + 9000);
   for (const auto& [name, m] : models) {
-    NamWaveNet module(m.wavenet);
-    module->import_weights(m.weights);
-    module->to(torch::kFloat64);
-    const int64_t rf = module->receptive_field();
-    const at::Tensor x = at::cat({at::zeros({rf - 1}, at::kDouble), at::tensor(std::vector<float>(input.begin(), input.begin() + n)).to(at::kDouble)});
-    at::Tensor expected;
-    {
-      torch::NoGradGuard no_grad;
-      expected = module->forward(x.view({1, 1, -1})).view({-1});
-    }
-    ASSERT_EQ(expected.numel(), n) << name;
-    const std::vector<float> got = play(m, std::vector<float>(input.begin(), input.begin() + n), 64);
-    const at::Tensor g = at::tensor(got).to(at::kDouble);
-    const double rel = ((g - expected).square().mean().sqrt() / expected.square().mean().sqrt()).item<double>();
-    EXPECT_LE(rel, 1e-5) << name;
-    EXPECT_EQ(module->export_weights(), m.weights) << name;
+    const ModuleAndEngine r = module_output(m, input);
+    ASSERT_EQ(r.expected.numel(), static_cast<int64_t>(input.size())) << name;
+    EXPECT_LE(engine_distance(m, input, r.expected, 64), 1e-5) << name;
+    EXPECT_EQ(r.module->export_weights(), m.weights) << name;
   }
 }
 
@@ -545,8 +553,7 @@ TEST(AmpNamFiles, SmallLayersInOnePassEqualTheModule) {
     set_activation(spec, activation, "");
     specs.emplace_back(std::string("a2_small ") + activation, spec);
   }
-  const std::vector<float> input = read_mono(kDir + "/input.wav");
-  const int64_t n = 4000;
+  const std::vector<float> all = read_mono(kDir + "/input.wav"), input(all.begin(), all.begin() + 4000);
   std::mt19937 rng(29);
   std::normal_distribution<float> normal(0.0f, 0.4f);
   for (const auto& [name, spec] : specs) {
@@ -555,22 +562,9 @@ TEST(AmpNamFiles, SmallLayersInOnePassEqualTheModule) {
     m.wavenet = spec;
     m.weights.resize(static_cast<size_t>(nam_wavenet_weight_count(spec)));
     for (float& w : m.weights) w = normal(rng);
-    NamWaveNet module(spec);
-    module->import_weights(m.weights);
-    module->to(torch::kFloat64);
-    const int64_t rf = module->receptive_field();
-    const at::Tensor x = at::cat({at::zeros({rf - 1}, at::kDouble), at::tensor(std::vector<float>(input.begin(), input.begin() + n)).to(at::kDouble)});
-    at::Tensor expected;
-    {
-      torch::NoGradGuard no_grad;
-      expected = module->forward(x.view({1, 1, -1})).view({-1});
-    }
+    const at::Tensor expected = module_output(m, input).expected;
     ASSERT_GT(expected.square().mean().sqrt().item<double>(), 1e-3) << name;  // the model does something
-    for (int64_t buffer : {64, 1, 777}) {
-      const at::Tensor got = at::tensor(play(m, std::vector<float>(input.begin(), input.begin() + n), buffer)).to(at::kDouble);
-      const double rel = ((got - expected).square().mean().sqrt() / expected.square().mean().sqrt()).item<double>();
-      EXPECT_LE(rel, 1e-5) << name << " buffer " << buffer;
-    }
+    for (int64_t buffer : {64, 1, 777}) EXPECT_LE(engine_distance(m, input, expected, buffer), 1e-5) << name << " buffer " << buffer;
   }
 }
 

@@ -5,7 +5,8 @@
 //   - the product y = bias + W x (+ y or a residual), its epilogue (each activation, the sum's
 //     rows) and its second product, for output counts 1-9 and 16 and lengths around each tile;
 //   - every element-wise kind against its formula;
-//   - the LSTM (each preset, 3 units, 40 units) with exact tanh and with the core's fast tanh.
+//   - the LSTM (each preset, 3 units, 40 units) with exact tanh and with the core's fast tanh
+//     (tests/lstm_reference.h).
 // Prints one line per group and exits 1 if any check fails.
 #include <algorithm>
 #include <cmath>
@@ -17,10 +18,12 @@
 #include "experiments/amp/dsp_kernels.h"
 #include "experiments/amp/lstm_config.h"
 #include "experiments/amp/lstm_dsp.h"
+#include "tests/lstm_reference.h"
 
 namespace {
 
 using namespace wavetrain::experiments::amp;
+namespace testing = wavetrain::testing;
 using dsp::Kind;
 
 int failures = 0;
@@ -29,18 +32,12 @@ void check(bool ok, const std::string& what) {
   if (!ok && failures++ < 20) std::printf("FAILED: %s\n", what.c_str());
 }
 
-double core_fast_tanh(double x) {
-  const double ax = std::abs(x), x2 = x * x;
-  const double num = x * (2.45550750702956 + 2.45550750702956 * ax + (0.893229853513558 + 0.821226666969744 * ax) * x2);
-  return num / (2.44506634652299 + (2.44506634652299 + x2) * std::abs(x + 0.814642734961073 * x * ax));
-}
-
 double reference(const dsp::Elementwise& f, double x) {
   const double a = f.p[0], b = f.p[1], c = f.p[2], d = f.p[3];
   switch (f.kind) {
     case Kind::Identity: return x;
     case Kind::Tanh: return std::tanh(x);
-    case Kind::FastTanh: return core_fast_tanh(x);
+    case Kind::FastTanh: return testing::core_fast_tanh(x);
     case Kind::Hardtanh: return std::min(std::max(x, a), b);
     case Kind::LeakyHardtanh: return x < a ? a + c * (x - a) : (x > b ? b + d * (x - b) : x);
     case Kind::ReLU: return std::max(x, 0.0);
@@ -161,52 +158,12 @@ void check_lstm(bool fast) {
                                    LstmConfig{1, 40, 1}}) {
     std::vector<float> weights(static_cast<size_t>(lstm_weight_count(config)));
     for (float& w : weights) w = uniform(rng);
-    const int64_t H = config.hidden_size, n = 1500;
+    const int64_t n = 1500;
     std::vector<float> in(static_cast<size_t>(n));
     for (int64_t t = 0; t < n; ++t) in[static_cast<size_t>(t)] = static_cast<float>(0.8 * std::sin(0.031 * t) + 0.2 * std::cos(0.17 * t));
-    // The .nam order: per layer W [4H][inputs + H] (gates i, f, g, o), b [4H], h0 [H], c0 [H]; then
-    // the head [H] and its bias.
-    struct Layer {
-      int64_t inputs;
-      std::vector<double> w, b, h, c;
-    };
-    std::vector<Layer> layers;
-    size_t at = 0;
-    auto take = [&](int64_t count) {
-      std::vector<double> v(weights.begin() + static_cast<std::ptrdiff_t>(at), weights.begin() + static_cast<std::ptrdiff_t>(at + count));
-      at += static_cast<size_t>(count);
-      return v;
-    };
-    for (int64_t l = 0; l < config.num_layers; ++l) {
-      const int64_t inputs = l == 0 ? config.input_size : H;
-      layers.push_back(Layer{inputs, take(4 * H * (inputs + H)), take(4 * H), take(H), take(H)});
-    }
-    const std::vector<double> head = take(H), head_bias = take(1);
-    auto tanh_of = [fast](double v) { return fast ? core_fast_tanh(v) : std::tanh(v); };
-    auto sigmoid = [&](double v) { return 0.5 * (tanh_of(0.5 * v) + 1.0); };
-    std::vector<double> expected(static_cast<size_t>(n));
+    const std::vector<double> expected = testing::lstm_reference(config, weights, in, fast ? testing::core_fast_tanh : testing::exact_tanh);
     double peak = 0;
-    for (int64_t t = 0; t < n; ++t) {
-      std::vector<double> x = {in[static_cast<size_t>(t)]};
-      for (Layer& L : layers) {
-        std::vector<double> xh = x;
-        xh.insert(xh.end(), L.h.begin(), L.h.end());
-        std::vector<double> g(L.b);
-        for (int64_t r = 0; r < 4 * H; ++r)
-          for (int64_t j = 0; j < L.inputs + H; ++j) g[static_cast<size_t>(r)] += L.w[static_cast<size_t>(r * (L.inputs + H) + j)] * xh[static_cast<size_t>(j)];
-        for (int64_t k = 0; k < H; ++k) {
-          const double i = sigmoid(g[static_cast<size_t>(k)]), f = sigmoid(g[static_cast<size_t>(H + k)]);
-          const double gg = tanh_of(g[static_cast<size_t>(2 * H + k)]), o = sigmoid(g[static_cast<size_t>(3 * H + k)]);
-          L.c[static_cast<size_t>(k)] = f * L.c[static_cast<size_t>(k)] + i * gg;
-          L.h[static_cast<size_t>(k)] = o * tanh_of(L.c[static_cast<size_t>(k)]);
-        }
-        x = L.h;
-      }
-      double y = head_bias[0];
-      for (int64_t k = 0; k < H; ++k) y += head[static_cast<size_t>(k)] * x[static_cast<size_t>(k)];
-      expected[static_cast<size_t>(t)] = y;
-      peak = std::max(peak, std::abs(y));
-    }
+    for (double v : expected) peak = std::max(peak, std::abs(v));
     LstmDsp engine(config, weights, /*prewarm=*/0, fast);
     std::vector<float> out(static_cast<size_t>(n));
     for (int64_t s = 0; s < n; s += 64) engine.process(in.data() + s, out.data() + s, std::min<int64_t>(64, n - s));
@@ -214,7 +171,7 @@ void check_lstm(bool fast) {
     for (int64_t t = 0; t < n; ++t) e = std::max(e, std::abs(out[static_cast<size_t>(t)] - expected[static_cast<size_t>(t)]));
     e /= 1 + peak;
     worst = std::max(worst, e);
-    check(e <= 2e-5, std::string("lstm ") + (fast ? "fast tanh " : "") + std::to_string(config.num_layers) + "x" + std::to_string(H));
+    check(e <= 2e-5, std::string("lstm ") + (fast ? "fast tanh " : "") + std::to_string(config.num_layers) + "x" + std::to_string(config.hidden_size));
   }
   std::printf("LSTM, %s tanh: 6 sizes, worst error %.2e of the peak (bound 2e-5)\n", fast ? "fast" : "exact", worst);
 }
