@@ -77,12 +77,8 @@ __attribute__((always_inline)) inline float activate(const Elementwise& f, float
   }
 }
 
-// One tile of the product: R output rows x (L V) time steps (L lanes per vector: 8, or 16 in the
-// AVX-512 variant), R x V accumulators in registers; each input row's V vectors are loaded once and
-// used R times.
-// A tile's epilogue: y = K(acc) stored, its rows below sum_rows added into sum, and the second
-// product (MatMul::w2) from those values while they are still in registers.
-// (Two forms, so that the common one, without the second product, keeps its values in registers.)
+// A tile's epilogue: y = K(acc) stored, its rows below sum_rows added into sum, and with Second the
+// second product (MatMul::w2) from those values while they are still in registers.
 template <Kind K, bool Second, typename Vec, int R, int V>
 __attribute__((always_inline)) inline void finish(const MatMul& m, int64_t o0, int64_t t0, Vec (&acc)[R][V]) {
   constexpr int L = sizeof(Vec) / sizeof(float);
@@ -115,6 +111,9 @@ __attribute__((always_inline)) inline void finish(const MatMul& m, int64_t o0, i
   }
 }
 
+// One tile of the product: R output rows x (L V) time steps (L lanes per vector: 16 in the AVX-512
+// variant, 8 in the AVX2 one, 4 in the baseline), R x V accumulators in registers; each input row's
+// V vectors are loaded once and used R times. Then the epilogue K (and Second).
 template <typename Vec, int R, int V, Kind K, bool Second>
 __attribute__((always_inline)) inline void tile(const MatMul& m, int64_t o0, int64_t t0) {
   constexpr int L = sizeof(Vec) / sizeof(float);

@@ -160,7 +160,7 @@ struct WaveNetDsp::Array {
     std::vector<const float*> fused_rows;
     dsp::MatMul product;
     // The fused product also applies the activation (ungated layers, no FiLM around it, a kind
-    // without exp) and, without a head1x1, adds p into the head's sum: two passes over a fewer.
+    // without exp) and, without a head1x1, adds p into the head's sum: two passes fewer over `a`.
     bool act_in_product = false;
     // ... and, where its width fits one tile (B <= 4) and nothing else reads p, the layer1x1 and the
     // residual too (MatMul::w2): the whole layer in one pass.
