@@ -71,11 +71,14 @@ __attribute__((always_inline)) inline V fast_tanh(V x) {
   const Fraction<V> t = fast_tanh_parts(x);
   return t.n / t.d;
 }
-// (n / d + 1) / 2 = (n + d) / 2d
+// (t + 1) / 2 of t = n / d: (n + d) / 2d
+template <typename V>
+__attribute__((always_inline)) inline V half_past_one(const Fraction<V>& t) {
+  return (t.n + t.d) / (2.0f * t.d);
+}
 template <typename V>
 __attribute__((always_inline)) inline V fast_sigmoid_of_half(V x) {
-  const Fraction<V> t = fast_tanh_parts(x);
-  return (t.n + t.d) / (2.0f * t.d);
+  return half_past_one(fast_tanh_parts(x));
 }
 
 // Units [8u, 8u + 8) of one step, exact: c = sigmoid(f) c + sigmoid(i) tanh(g),
@@ -183,7 +186,7 @@ __attribute__((always_inline)) inline void cell_blocked(const float* w, const fl
       // [i|f] and [g|o] through the activations 16 lanes at a time, then split into 8-unit halves.
       const V sa = fast_sigmoid_of_half(acc[2 * u]);
       const Fraction<V> b = fast_tanh_parts(acc[2 * u + 1]);
-      const V tb = b.n / b.d, sb = (b.n + b.d) / (2.0f * b.d);
+      const V tb = b.n / b.d, sb = half_past_one(b);
       update_fast(low(sa), high(sa), low(tb), high(sb), c + 8 * u, h + 8 * u);
     } else {
       const TanhParts<V> a = tanh_parts(acc[2 * u]), b = tanh_parts(acc[2 * u + 1]);
