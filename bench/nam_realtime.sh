@@ -21,9 +21,9 @@
 # wavetrain plays with exact tanh and with the core's fast tanh (the function the core computes), on
 # an AVX-512 CPU also held to AVX2 (against the core's AVX2 build), and in its baseline-ISA variant,
 # both ways (against the core's SSE2 build: the same 128-bit ISA; on ARM that variant is what runs,
-# as NEON). The script prints two Markdown
-# tables: each engine's median real-time factor (the range over the rounds in brackets), and the
-# ratios (min / median of the rounds' ratios; each round's ratio compares runs made seconds apart).
+# as NEON). The script prints two Markdown tables: each engine's median real-time factor (the range
+# over the rounds in brackets), and the ratios (min / median of the rounds' ratios; each round's
+# ratio compares runs made seconds apart).
 # The load average is printed at the start and at the end: the machine may be shared.
 #
 # Getting the core (what the comparison was made with: commit daae2d0, August 2026):
