@@ -201,12 +201,27 @@ TEST(AmpDsp, ElementwiseFunctionsEqualLibTorch) {
   });
 }
 
-// The hand-written cell equals LibTorch's LSTM (float64) for every preset and a hidden size that is
-// not a multiple of 2 (3 units: 12 gates, padded to 16), and carries its state across buffers.
+// Buffers of these sizes in turn: full ones, and ones shorter than a stack's depth (a wavefront's
+// start and end in the same buffer).
+void in_buffers(LstmDsp& dsp, const std::vector<float>& in, std::vector<float>& out) {
+  const int64_t sizes[] = {64, 1, 2, 37, 3, 128}, n = static_cast<int64_t>(in.size());
+  for (int64_t s = 0, k = 0; s < n; s += sizes[k++ % 6])
+    dsp.process(in.data() + s, out.data() + s, std::min<int64_t>(sizes[k % 6], n - s));
+}
+
+// The stacks: NAM's 2x8, and ones of 3 layers, of padded units, and of 4 chunks in all (layer by
+// layer, not as a wavefront).
+std::vector<LstmConfig> lstm_configs() {
+  return {lstm_preset("1x24"), lstm_preset("2x8"), lstm_preset("1x16"), lstm_preset("1x12"), LstmConfig{1, 3, 1},
+          LstmConfig{1, 40, 1},  LstmConfig{1, 8, 3},  LstmConfig{1, 5, 2},  LstmConfig{1, 12, 2}};
+}
+
+// The hand-written cell equals LibTorch's LSTM (float64) for every preset, a hidden size that is
+// not a multiple of 2 (3 units: 12 gates, padded to 16) and the stacks above, and carries its state
+// across buffers.
 TEST(AmpDsp, LstmCellEqualsLibTorchLstm) {
   torch::manual_seed(5);
-  for (const LstmConfig& config : {lstm_preset("1x24"), lstm_preset("2x8"), lstm_preset("1x16"), lstm_preset("1x12"), LstmConfig{1, 3, 1},
-                                   LstmConfig{1, 40, 1}}) {
+  for (const LstmConfig& config : lstm_configs()) {
     Lstm model(config);
     {
       torch::NoGradGuard no_grad;
@@ -226,7 +241,7 @@ TEST(AmpDsp, LstmCellEqualsLibTorchLstm) {
     for_each_isa([&](const char* isa) {
       LstmDsp dsp(config, weights);
       std::vector<float> in = to_vector(x), out(static_cast<size_t>(n));
-      for (int64_t s = 0; s < n; s += 64) dsp.process(in.data() + s, out.data() + s, std::min<int64_t>(64, n - s));
+      in_buffers(dsp, in, out);
       const at::Tensor got = torch::from_blob(out.data(), {n}, torch::kFloat).to(torch::kFloat64);
       EXPECT_LE((got - expected).abs().max().item<double>(), 2e-5 * (1 + expected.abs().max().item<double>()))
           << isa << " " << config.num_layers << "x" << config.hidden_size;
@@ -241,8 +256,7 @@ TEST(AmpDsp, LstmCellEqualsLibTorchLstm) {
 TEST(AmpDsp, LstmWithFastTanhPlaysTheCoresFunction) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> uniform(-0.6f, 0.6f);
-  for (const LstmConfig& config : {lstm_preset("1x24"), lstm_preset("2x8"), lstm_preset("1x16"), lstm_preset("1x12"), LstmConfig{1, 3, 1},
-                                   LstmConfig{1, 40, 1}}) {
+  for (const LstmConfig& config : lstm_configs()) {
     std::vector<float> weights(static_cast<size_t>(lstm_weight_count(config)));
     for (float& w : weights) w = uniform(rng);
     const int64_t H = config.hidden_size, n = 2000;
@@ -254,7 +268,7 @@ TEST(AmpDsp, LstmWithFastTanhPlaysTheCoresFunction) {
     for_each_isa([&](const char* isa) {
       LstmDsp dsp(config, weights, /*prewarm=*/0, /*fast_tanh=*/true);
       std::vector<float> out(static_cast<size_t>(n));
-      for (int64_t s = 0; s < n; s += 64) dsp.process(in.data() + s, out.data() + s, std::min<int64_t>(64, n - s));
+      in_buffers(dsp, in, out);
       double worst = 0;
       for (int64_t t = 0; t < n; ++t) worst = std::max(worst, std::abs(out[static_cast<size_t>(t)] - expected[static_cast<size_t>(t)]));
       EXPECT_LE(worst, 2e-5 * (1 + peak)) << isa << " " << config.num_layers << "x" << H;
@@ -301,6 +315,31 @@ TEST(AmpDsp, WaveNetEngineEqualsLibTorchForEveryChannelCount) {
       const at::Tensor got = torch::from_blob(out.data(), {n}, torch::kFloat).to(torch::kFloat64);
       ASSERT_LE((got - expected).abs().max().item<double>(), 1e-5 * (1 + expected.abs().max().item<double>())) << isa << " channels " << channels;
     });
+  }
+}
+
+// The output does not depend on how the input is cut into buffers, to the bit: one sample at a
+// time, 2, 5, 64 or all at once, for the layer-by-layer cells and the wavefront stacks, exact and fast.
+TEST(AmpDsp, LstmOutputDoesNotDependOnTheBufferSize) {
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> uniform(-0.6f, 0.6f);
+  for (const LstmConfig& config : lstm_configs()) {
+    std::vector<float> weights(static_cast<size_t>(lstm_weight_count(config)));
+    for (float& w : weights) w = uniform(rng);
+    const int64_t n = 500;
+    std::vector<float> in(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t) in[static_cast<size_t>(t)] = static_cast<float>(0.7 * std::sin(0.05 * t) + 0.3 * std::cos(0.31 * t));
+    for (bool fast : {false, true})
+      for_each_isa([&](const char* isa) {
+        std::vector<float> whole(static_cast<size_t>(n));
+        LstmDsp(config, weights, 0, fast).process(in.data(), whole.data(), n);
+        for (int64_t size : {1, 2, 5, 64}) {
+          LstmDsp dsp(config, weights, 0, fast);
+          std::vector<float> out(static_cast<size_t>(n));
+          for (int64_t s = 0; s < n; s += size) dsp.process(in.data() + s, out.data() + s, std::min(size, n - s));
+          ASSERT_EQ(out, whole) << isa << " " << config.num_layers << "x" << config.hidden_size << " fast " << fast << " buffers of " << size;
+        }
+      });
   }
 }
 

@@ -147,6 +147,32 @@ __attribute__((always_inline)) inline void gates(V (&acc)[Z], const float* w, co
   }
 }
 
+// The cell update of U chunks from their gates (cell_blocked()'s layout, below).
+template <typename V, int U, bool Fast>
+__attribute__((always_inline)) inline void update_chunks(V (&acc)[32 * U / (sizeof(V) / sizeof(float))], float* h, float* c) {
+  constexpr int L = sizeof(V) / sizeof(float);
+  // Unrolled, so acc[] stays in registers (indexed by a loop counter, GCC keeps it on the stack).
+#pragma GCC unroll 4
+  for (int u = 0; u < U; ++u) {
+    if constexpr (L == 4) {  // gate q's halves are acc[8u + 2q] and acc[8u + 2q + 1]
+      units<Fast>(acc[8 * u], acc[8 * u + 2], acc[8 * u + 4], acc[8 * u + 6], c + 8 * u, h + 8 * u);
+      units<Fast>(acc[8 * u + 1], acc[8 * u + 3], acc[8 * u + 5], acc[8 * u + 7], c + 8 * u + 4, h + 8 * u + 4);
+    } else if constexpr (L == 8) {
+      units<Fast>(acc[4 * u], acc[4 * u + 1], acc[4 * u + 2], acc[4 * u + 3], c + 8 * u, h + 8 * u);
+    } else if constexpr (Fast) {
+      // [i|f] and [g|o] through the activations 16 lanes at a time, then split into 8-unit halves.
+      const V sa = fast_sigmoid_of_half(acc[2 * u]);
+      const Fraction<V> b = fast_tanh_parts(acc[2 * u + 1]);
+      const V tb = b.n / b.d, sb = half_past_one(b);
+      update_fast(low(sa), high(sa), low(tb), high(sb), c + 8 * u, h + 8 * u);
+    } else {
+      const TanhParts<V> a = tanh_parts(acc[2 * u]), b = tanh_parts(acc[2 * u + 1]);
+      const Fraction<V> sa = sigmoid_of_half(a), sb = sigmoid_of_half(b);
+      update<Vec8>({low(sa.n), low(sa.d)}, {high(sa.n), high(sa.d)}, {low(b.x), low(b.p), low(b.q)}, {high(sb.n), high(sb.d)}, c + 8 * u, h + 8 * u);
+    }
+  }
+}
+
 // One layer's step with U chunks of 8 units, gates chunk-major: chunk u's 32 gates are i, f, g, o of
 // its 8 units (the i, f and o rows halved). They stay in registers through the matrix-vector product
 // and the cell update. Vec8: 4U vectors; Vec16 (AVX-512): 2U vectors, [i|f] and [g|o].
@@ -174,26 +200,55 @@ __attribute__((always_inline)) inline void cell_blocked(const float* w, const fl
   } else {
     gates<V, Z, P>(acc, w, bias, x, inputs, h, hidden);
   }
-  // Unrolled, so acc[] stays in registers (indexed by a loop counter, GCC keeps it on the stack).
+  update_chunks<V, U, Fast>(acc, h, c);
+}
+
+// A wavefront step (run_wavefront()): U layers of one chunk each, columns [x; h of layer 0; ...].
+// Chunk l's gates take only x (l = 0) or layer l - 1's h, and layer l's own h: the product skips
+// the zero weights elsewhere, so each chunk does a layer's work and no more.
+template <typename V, int U, int P, bool Fast>
+__attribute__((always_inline)) inline void cell_wavefront(const float* w, const float* bias, const float* x, float* h, float* c) {
+  constexpr int L = sizeof(V) / sizeof(float), Z = 32 * U / L, C = Z / U, G = 32 * U;  // C: vectors per chunk
+  V acc[Z];
+  if constexpr (L == 4) {
+    // As in cell_blocked(): a chunk at a time in the baseline ISA's 16 registers.
+#pragma GCC unroll 3
+    for (int u = 0; u < U; ++u) {
+      V part[8];
+      for (int z = 0; z < 8; ++z) part[z] = load<V>(bias + 32 * u + L * z);
+      const int first = u == 0 ? 0 : 1 + 8 * (u - 1);  // x and layer 0's h, or layer u - 1's and u's
+      const float* wu = w + first * G + 32 * u;
+      for (int j = first; j < 9 + 8 * u; ++j, wu += G) {
+        const float v = j == 0 ? x[0] : h[j - 1];
+        for (int z = 0; z < 8; ++z) part[z] += load<V>(wu + L * z) * v;
+      }
+      for (int z = 0; z < 8; ++z) acc[8 * u + z] = part[z];
+    }
+  } else {
+    V part[P][Z];
+    for (int z = 0; z < Z; ++z) part[0][z] = load<V>(bias + L * z);
+    for (int p = 1; p < P; ++p)
+      for (int z = 0; z < Z; ++z) part[p][z] = V{};
+    for (int z = 0; z < C; ++z) part[P - 1][z] += load<V>(w + L * z) * x[0];
+    // Layer l's h (columns 1 + 8l ...) into chunks l and l + 1, in P partial sums.
+    // Unrolled whole (part[][] in registers).
+#pragma GCC unroll 3
+    for (int l = 0; l < U; ++l) {
+      const int z_end = C * (l + 2 < U ? l + 2 : U);
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; j += P)
 #pragma GCC unroll 4
-  for (int u = 0; u < U; ++u) {
-    if constexpr (L == 4) {  // gate q's halves are acc[8u + 2q] and acc[8u + 2q + 1]
-      units<Fast>(acc[8 * u], acc[8 * u + 2], acc[8 * u + 4], acc[8 * u + 6], c + 8 * u, h + 8 * u);
-      units<Fast>(acc[8 * u + 1], acc[8 * u + 3], acc[8 * u + 5], acc[8 * u + 7], c + 8 * u + 4, h + 8 * u + 4);
-    } else if constexpr (L == 8) {
-      units<Fast>(acc[4 * u], acc[4 * u + 1], acc[4 * u + 2], acc[4 * u + 3], c + 8 * u, h + 8 * u);
-    } else if constexpr (Fast) {
-      // [i|f] and [g|o] through the activations 16 lanes at a time, then split into 8-unit halves.
-      const V sa = fast_sigmoid_of_half(acc[2 * u]);
-      const Fraction<V> b = fast_tanh_parts(acc[2 * u + 1]);
-      const V tb = b.n / b.d, sb = half_past_one(b);
-      update_fast(low(sa), high(sa), low(tb), high(sb), c + 8 * u, h + 8 * u);
-    } else {
-      const TanhParts<V> a = tanh_parts(acc[2 * u]), b = tanh_parts(acc[2 * u + 1]);
-      const Fraction<V> sa = sigmoid_of_half(a), sb = sigmoid_of_half(b);
-      update<Vec8>({low(sa.n), low(sa.d)}, {high(sa.n), high(sa.d)}, {low(b.x), low(b.p), low(b.q)}, {high(sb.n), high(sb.d)}, c + 8 * u, h + 8 * u);
+        for (int p = 0; p < P; ++p)
+#pragma GCC unroll 12
+          for (int z = C * l; z < z_end; ++z) part[p][z] += load<V>(w + (1 + 8 * l + j + p) * G + L * z) * h[8 * l + j + p];
+    }
+    for (int z = 0; z < Z; ++z) {
+      if constexpr (P == 4) acc[z] = (part[0][z] + part[1][z]) + (part[2][z] + part[3][z]);
+      else if constexpr (P == 2) acc[z] = part[0][z] + part[1][z];
+      else acc[z] = part[0][z];
     }
   }
+  update_chunks<V, U, Fast>(acc, h, c);
 }
 
 // Any hidden size: the gates through memory.
@@ -232,6 +287,10 @@ struct Args {
   const float* head;
   float head_bias;
   bool fast_tanh;
+  // The layers as one cell (LstmDsp::wavefront_): w[0] and bias[0] are its weights, h[0] and c[0]
+  // every layer's state (layer l's at 8 chunks l), `saved` room for a copy of both.
+  bool wavefront;
+  float* saved;
 };
 
 // The whole buffer, sample by sample, with U chunks of 8 units known at compile time (0: any):
@@ -253,8 +312,53 @@ __attribute__((always_inline)) inline void run(const Args& a, const float* in, f
   }
 }
 
+// The layers as a wavefront: step s moves layer l to time s - l, so every layer's inputs are the
+// previous step's h (layer l - 1's at time s - l, layer l's own at s - l - 1) and the whole stack
+// is one cell of layers x chunks chunks over the columns [x; h of every layer] (LstmDsp's
+// constructor puts each layer's weights in its rows, zeros elsewhere). A single layer's step waits
+// on its own previous h: sample after sample is one chain of latency. Layer by layer, a stack of
+// two is two such chains per sample; as one cell it is one, as long as one layer's.
+// A buffer of n samples takes n + layers - 1 steps: in the first layers - 1 the upper layers have
+// no input yet, in the last ones the lower layers have no sample. There the cell runs all the same
+// and the layers that must wait get their state back, so every step's arithmetic is the same,
+// and the output does not depend on how the signal was cut into buffers.
+template <int Lanes, int U, bool Fast>
+__attribute__((always_inline)) inline void run_wavefront(const Args& a, const float* in, float* out, int64_t n) {
+  using V = std::conditional_t<Lanes == 16, kernels::Vec16, std::conditional_t<Lanes == 8, Vec8, kernels::Vec4>>;
+  constexpr int P = Lanes == 16 ? (U == 1 ? 4 : 2) : Lanes == 8 && U == 1 ? 2 : 1;
+  const int64_t N = a.layers, Hp = 8 * a.chunks, state = N * Hp;
+  float* h = a.h[0];
+  float* c = a.c[0];
+  const float no_sample = 0.0f;
+  for (int64_t s = 0; s < n + N - 1; ++s) {
+    const int64_t first = std::max<int64_t>(0, s - n + 1), last = std::min<int64_t>(N - 1, s);  // the layers that move
+    const bool all = first == 0 && last == N - 1;
+    if (!all) {
+      std::copy(h, h + state, a.saved);
+      std::copy(c, c + state, a.saved + state);
+    }
+    cell_wavefront<V, U, P, Fast>(a.w[0], a.bias[0], s < n ? in + s : &no_sample, h, c);
+    if (!all) {
+      for (int64_t l = 0; l < N; ++l)
+        if (l < first || l > last) {
+          std::copy(a.saved + l * Hp, a.saved + (l + 1) * Hp, h + l * Hp);
+          std::copy(a.saved + state + l * Hp, a.saved + state + (l + 1) * Hp, c + l * Hp);
+        }
+    }
+    if (last == N - 1) out[s - N + 1] = head_dot(a.head, h + (N - 1) * Hp, a.chunks, a.head_bias);
+  }
+}
+
+// LstmDsp's constructor chooses the wavefront for stacks of 2 or 3 chunks in all.
+template <int Lanes, bool Fast>
+__attribute__((always_inline)) inline void run_stack(const Args& a, const float* in, float* out, int64_t n) {
+  if (a.layers * a.chunks == 2) run_wavefront<Lanes, 2, Fast>(a, in, out, n);
+  else run_wavefront<Lanes, 3, Fast>(a, in, out, n);
+}
+
 template <int Lanes, bool Fast>
 __attribute__((always_inline)) inline void run_chunks(const Args& a, const float* in, float* out, int64_t n) {
+  if (a.wavefront) return run_stack<Lanes, Fast>(a, in, out, n);
   switch (a.chunks) {
     case 1: return run<Lanes, 1, Fast>(a, in, out, n);
     case 2: return run<Lanes, 2, Fast>(a, in, out, n);
@@ -274,6 +378,7 @@ void run_baseline(const Args& a, const float* in, float* out, int64_t n) { run_a
 __attribute__((target("avx2,fma"))) void run_avx2(const Args& a, const float* in, float* out, int64_t n) { run_any<8>(a, in, out, n); }
 // Cells of up to 24 units (the constructor picks it for them; larger ones go through memory anyway).
 __attribute__((target("avx512f,avx2,fma"))) void run_avx512(const Args& a, const float* in, float* out, int64_t n) {
+  if (a.wavefront) return a.fast_tanh ? run_stack<16, true>(a, in, out, n) : run_stack<16, false>(a, in, out, n);
   switch (a.chunks) {
     case 1: return a.fast_tanh ? run<16, 1, true>(a, in, out, n) : run<16, 1, false>(a, in, out, n);
     case 2: return a.fast_tanh ? run<16, 2, true>(a, in, out, n) : run<16, 2, false>(a, in, out, n);
@@ -315,32 +420,57 @@ LstmDsp::LstmDsp(const LstmConfig& config, const std::vector<float>& weights, in
     layer.c0.assign(static_cast<size_t>(Hp), 0.0f);
     for (int64_t k = 0; k < H; ++k) layer.h0[static_cast<size_t>(k)] = next();
     for (int64_t k = 0; k < H; ++k) layer.c0[static_cast<size_t>(k)] = next();
-    layer.h.assign(static_cast<size_t>(Hp));
-    layer.c.assign(static_cast<size_t>(Hp));
     layers_.push_back(std::move(layer));
   }
   head_.assign(static_cast<size_t>(Hp));
   for (int64_t k = 0; k < H; ++k) head_[static_cast<size_t>(k)] = next();
   head_bias_ = next();
   gates_.assign(static_cast<size_t>(G), 0.0f);
+  const int64_t N = config.num_layers;
+  state_h_.assign(static_cast<size_t>(N * Hp));
+  state_c_.assign(static_cast<size_t>(N * Hp));
   for (Layer& l : layers_) {
     w_.push_back(l.w.data());
     b_.push_back(l.bias.data());
     inputs_.push_back(l.inputs);
   }
+  // A stack of layers that fits the register-blocked cell (3 chunks) runs as one cell (see
+  // run_wavefront()): columns [x; h of layer 0; ...; h of layer N - 1], chunk l * chunks + u holding
+  // layer l's units [8u, 8u + 8). Layer 0's rows take x and its own h; layer l's take layer
+  // l - 1's h as its input and its own h; the rest are zeros.
+  wavefront_ = N > 1 && N * chunks_ <= 3;
+  if (wavefront_) {
+    const int64_t rows = N * G, state = N * Hp;
+    wave_w_.assign(static_cast<size_t>((1 + state) * rows));
+    wave_bias_.assign(static_cast<size_t>(rows));
+    for (int64_t l = 0; l < N; ++l) {
+      const Layer& layer = layers_[static_cast<size_t>(l)];
+      const int64_t input_column = l == 0 ? 0 : 1 + (l - 1) * Hp, own_column = 1 + l * Hp;
+      for (int64_t r = 0; r < G; ++r) {
+        float* w = wave_w_.data() + l * G + r;  // column j's entry at w[j * rows]
+        wave_bias_[static_cast<size_t>(l * G + r)] = layers_[static_cast<size_t>(l)].bias.p[r];
+        for (int64_t j = 0; j < layer.inputs; ++j) w[(input_column + j) * rows] = layer.w.p[j * G + r];
+        for (int64_t j = 0; j < H; ++j) w[(own_column + j) * rows] = layer.w.p[(layer.inputs + j) * G + r];
+      }
+    }
+    saved_.assign(static_cast<size_t>(2 * state), 0.0f);
+  }
   avx2_ = dsp::using_avx2();
-  avx512_ = dsp::using_avx512() && chunks_ <= 3;  // see run_avx512()
+  avx512_ = dsp::using_avx512() && (wavefront_ || chunks_ <= 3);  // see run_avx512()
   reset();
 }
 
 void LstmDsp::reset() {
   h_.clear();
   c_.clear();
-  for (Layer& l : layers_) {
-    std::copy(l.h0.begin(), l.h0.end(), l.h.data());
-    std::copy(l.c0.begin(), l.c0.end(), l.c.data());
-    h_.push_back(l.h.data());
-    c_.push_back(l.c.data());
+  const int64_t Hp = 8 * chunks_;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    float* h = state_h_.data() + static_cast<int64_t>(l) * Hp;
+    float* c = state_c_.data() + static_cast<int64_t>(l) * Hp;
+    std::copy(layers_[l].h0.begin(), layers_[l].h0.end(), h);
+    std::copy(layers_[l].c0.begin(), layers_[l].c0.end(), c);
+    h_.push_back(h);
+    c_.push_back(c);
   }
   std::vector<float> zeros(static_cast<size_t>(std::min<int64_t>(prewarm_, 4096)), 0.0f), ignored(zeros.size());
   for (int64_t left = prewarm_; left > 0;) {
@@ -351,8 +481,22 @@ void LstmDsp::reset() {
 }
 
 void LstmDsp::process(const float* in, float* out, int64_t n) {
-  const Args a{w_.data(), b_.data(), inputs_.data(), h_.data(), c_.data(), static_cast<int64_t>(layers_.size()), hidden_, chunks_,
-               gates_.data(), head_.data(), head_bias_, fast_tanh_};
+  const float* wave_w = wave_w_.data();
+  const float* wave_bias = wave_bias_.data();
+  const Args a{wavefront_ ? &wave_w : w_.data(),
+               wavefront_ ? &wave_bias : b_.data(),
+               inputs_.data(),
+               h_.data(),
+               c_.data(),
+               static_cast<int64_t>(layers_.size()),
+               hidden_,
+               chunks_,
+               gates_.data(),
+               head_.data(),
+               head_bias_,
+               fast_tanh_,
+               wavefront_,
+               saved_.data()};
 #if WAVETRAIN_AMP_AVX2
   if (avx512_) return run_avx512(a, in, out, n);
   if (avx2_) return run_avx2(a, in, out, n);

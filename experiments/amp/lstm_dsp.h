@@ -8,6 +8,9 @@
 // broadcast-multiply-adds into gate vectors that stay in registers (hidden sizes up to 24), and each
 // 8 units' cell update runs on those registers: sigmoid and tanh as rational functions kept as their
 // parts, two divisions per 8 units. Padded units stay at c = h = 0 (their gates are 0: c = c/2 + 0).
+// A stack of layers of up to 24 units in all (2x8) runs as a wavefront: each step moves layer l to
+// time t - l, so the layers are independent within a step and make one cell, one chain of latency
+// per sample instead of one per layer.
 // Variants: the baseline ISA, AVX2 + FMA, and AVX-512 for hidden sizes up to 24.
 //
 // State: reset() loads the learned initial h and c, then runs `prewarm` zeros through, as the NAM
@@ -58,7 +61,6 @@ class LstmDsp {
     Floats64 w;                  // [inputs + H][4 x 8 chunks]
     Floats64 bias;               // [4 x 8 chunks]
     std::vector<float> h0, c0;   // learned initial state [8 chunks]
-    Floats64 h, c;               // current state [8 chunks]
   };
   int64_t hidden_ = 0, chunks_ = 0, prewarm_ = 0;  // chunks: units padded to 8 per gate group
   std::vector<Layer> layers_;
@@ -67,7 +69,14 @@ class LstmDsp {
   std::vector<float> gates_;  // scratch for hidden sizes past 24
   std::vector<const float*> w_, b_;
   std::vector<int64_t> inputs_;
-  std::vector<float*> h_, c_;
+  Floats64 state_h_, state_c_;  // every layer's current h and c, layer l's at [8 chunks l, 8 chunks (l + 1))
+  std::vector<float*> h_, c_;    // into them
+  // Stacks of 2 or 3 chunks in all (2x8, 3x8, 2x4) run as one cell, a layer a step behind the one
+  // below it (lstm_dsp.cpp, run_wavefront()): its weights, and room to put back the layers that
+  // wait at a buffer's start and end.
+  bool wavefront_ = false;
+  Floats64 wave_w_, wave_bias_;
+  std::vector<float> saved_;
   bool avx2_ = false, avx512_ = false;
   bool fast_tanh_ = false;
 };
