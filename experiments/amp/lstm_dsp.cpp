@@ -35,9 +35,13 @@ struct Fraction {
 };
 template <typename V>
 __attribute__((always_inline)) inline TanhParts<V> tanh_parts(V x) {
-  const float limit = 7.90531110763549805f;
+  const float limit = 7.90531110763549805f, limit2 = limit * limit;
+  // x^2 of the clamped x, as min(x^2, limit^2): the same number, one step sooner on the chain (the
+  // clamp's compare and blend run beside the polynomial; only the last products wait on it).
+  V x2 = x * x;
+  x2 = x2 < limit2 ? x2 : V{} + limit2;
   x = x > limit ? V{} + limit : (x < -limit ? V{} - limit : x);
-  const V x2 = x * x, x4 = x2 * x2, x8 = x4 * x4;
+  const V x4 = x2 * x2, x8 = x4 * x4;
   const V p_low = (x2 * 6.37261928875436e-04f + 4.89352455891786e-03f) + x4 * (x2 * 5.12229709037114e-08f + 1.48572235717979e-05f);
   const V p_high = (x2 * 2.00018790482477e-13f - 8.60467152213735e-11f) + x4 * -2.76076847742355e-16f;
   const V q = (x2 * 2.26843463243900e-03f + 4.89352518554385e-03f) + x4 * (x2 * 1.19825839466702e-06f + 1.18534705686654e-04f);
