@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real-time factors of wavetrain's .nam engine as the NAM plugin runs a model: 64-sample buffers, one
-# thread, 48 kHz. NAM's presets (standard, lite, feather, nano, the four LSTMs) and the core's A2 and
-# A2 test models (tests/data/reference/nam/models).
+# thread, 48 kHz. NAM's presets (standard, lite, feather, nano, the four LSTMs) and the core's nine
+# example models (tests/data/reference/nam/models: A2 and its small submodel, the A2 test model,
+# the LSTM, two standard WaveNets, a tiny one, a condition_dsp and two slimmable ones).
 #
 # usage: bench/nam_realtime.sh [SECONDS]   (default 10 s of audio per model, best of 3)
 #
@@ -133,7 +134,9 @@ if [ ! -f "$presets/.written" ] || [ "$bin" -nt "$presets/.written" ]; then
 fi
 files=("$presets/standard.nam" "$presets/lite.nam" "$presets/feather.nam" "$presets/nano.nam" "$presets/a2_small.nam"
        "$models/A2.nam" "$models/wavenet_a2_max.nam"
-       "$presets/LSTM_1x24.nam" "$presets/LSTM_2x8.nam" "$presets/LSTM_1x16.nam" "$presets/LSTM_1x12.nam" "$models/lstm.nam")
+       "$presets/LSTM_1x24.nam" "$presets/LSTM_2x8.nam" "$presets/LSTM_1x16.nam" "$presets/LSTM_1x12.nam" "$models/lstm.nam"
+       "$models/my_model.nam" "$models/wavenet_a1_standard.nam" "$models/wavenet.nam" "$models/wavenet_condition_dsp.nam"
+       "$models/slimmable_wavenet.nam" "$models/slimmable_container.nam")
 label() { local n; n=$(basename "$1" .nam); echo "${n/LSTM_/LSTM }"; }
 is_a2() { case "$(basename "$1")" in *a2*|*A2*) return 0 ;; esac; return 1; }
 # One engine on one model: its real-time factor.
