@@ -485,6 +485,7 @@ void LstmDsp::reset() {
 }
 
 void LstmDsp::process(const float* in, float* out, int64_t n) {
+  if (n <= 0) return;  // (a wavefront would still take its layers - 1 steps)
   const float* wave_w = wave_w_.data();
   const float* wave_bias = wave_bias_.data();
   const Args a{wavefront_ ? &wave_w : w_.data(),
