@@ -256,11 +256,26 @@ __attribute__((always_inline)) inline void cell_blocked(const float* w, const fl
   update_chunks<V, U, Fast>(acc, h, c, hv);
 }
 
+// A wavefront step's column J of h (layer J / 8's unit J % 8) from registers into chunks J / 8 and
+// J / 8 + 1, partial sum J % P (cell_wavefront()).
+template <typename V, int U, int P, int J>
+__attribute__((always_inline)) inline void band_column(V (&part)[P][32 * U / (sizeof(V) / sizeof(float))], const float* w, const Vec8* hv) {
+  constexpr int L = sizeof(V) / sizeof(float), C = 32 / L, G = 32 * U, l = J / 8, z_end = C * (l + 2 < U ? l + 2 : U);
+  const V b = lane<V, J % 8>(hv[l]);
+  for (int z = C * l; z < z_end; ++z) part[J % P][z] += load<V>(w + (1 + J) * G + L * z) * b;
+}
+template <typename V, int U, int P, int... J>
+__attribute__((always_inline)) inline void band_columns(V (&part)[P][32 * U / (sizeof(V) / sizeof(float))], const float* w, const Vec8* hv,
+                                                        std::integer_sequence<int, J...>) {
+  (band_column<V, U, P, J>(part, w, hv), ...);
+}
+
 // A wavefront step (run_wavefront()): U layers of one chunk each, columns [x; h of layer 0; ...].
 // Chunk l's gates take only x (l = 0) or layer l - 1's h, and layer l's own h: the product skips
 // the zero weights elsewhere, so each chunk does a layer's work and no more.
 template <typename V, int U, int P, bool Fast>
-__attribute__((always_inline)) inline void cell_wavefront(const float* w, const float* bias, const float* x, float* h, float* c) {
+__attribute__((always_inline)) inline void cell_wavefront(const float* w, const float* bias, const float* x, float* h, float* c,
+                                                          Vec8* hv = nullptr) {
   constexpr int L = sizeof(V) / sizeof(float), Z = 32 * U / L, C = Z / U, G = 32 * U;  // C: vectors per chunk
   V acc[Z];
   if constexpr (L == 4) {
@@ -283,10 +298,14 @@ __attribute__((always_inline)) inline void cell_wavefront(const float* w, const 
     for (int p = 1; p < P; ++p)
       for (int z = 0; z < Z; ++z) part[p][z] = V{};
     for (int z = 0; z < C; ++z) part[P - 1][z] += load<V>(w + L * z) * x[0];
-    // Layer l's h (columns 1 + 8l ...) into chunks l and l + 1, in P partial sums.
-    // Unrolled whole (part[][] in registers).
+    // Layer l's h (columns 1 + 8l ...) into chunks l and l + 1, in P partial sums: from the
+    // registers hv where given (the same sums in the same order), else from memory.
+    if (hv) {
+      band_columns<V, U, P>(part, w, hv, std::make_integer_sequence<int, 8 * U>{});
+    } else {
+      // Unrolled whole (part[][] in registers).
 #pragma GCC unroll 3
-    for (int l = 0; l < U; ++l) {
+      for (int l = 0; l < U; ++l) {
       const int z_end = C * (l + 2 < U ? l + 2 : U);
 #pragma GCC unroll 8
       for (int j = 0; j < 8; j += P)
@@ -294,6 +313,7 @@ __attribute__((always_inline)) inline void cell_wavefront(const float* w, const 
         for (int p = 0; p < P; ++p)
 #pragma GCC unroll 12
           for (int z = C * l; z < z_end; ++z) part[p][z] += load<V>(w + (1 + 8 * l + j + p) * G + L * z) * h[8 * l + j + p];
+      }
     }
     for (int z = 0; z < Z; ++z) {
       if constexpr (P == 4) acc[z] = (part[0][z] + part[1][z]) + (part[2][z] + part[3][z]);
@@ -301,7 +321,7 @@ __attribute__((always_inline)) inline void cell_wavefront(const float* w, const 
       else acc[z] = part[0][z];
     }
   }
-  update_chunks<V, U, Fast>(acc, h, c);
+  update_chunks<V, U, Fast>(acc, h, c, hv);
 }
 
 // Any hidden size: the gates through memory.
@@ -397,6 +417,12 @@ __attribute__((always_inline)) inline void run_wavefront(const Args& a, const fl
   float* h = a.h[0];
   float* c = a.c[0];
   const float no_sample = 0.0f;
+  // h in registers from step to step where that measured faster (as in run()), reloaded after the
+  // steps that put layers back.
+  constexpr bool in_registers = U == 2 && (Lanes == 8 || (Lanes == 16 && Fast));
+  Vec8 hv[U];
+  if constexpr (in_registers)
+    for (int u = 0; u < U; ++u) hv[u] = load<Vec8>(h + 8 * u);
   for (int64_t s = 0; s < n + N - 1; ++s) {
     const int64_t first = std::max<int64_t>(0, s - n + 1), last = std::min<int64_t>(N - 1, s);  // the layers that move
     const bool all = first == 0 && last == N - 1;
@@ -404,13 +430,15 @@ __attribute__((always_inline)) inline void run_wavefront(const Args& a, const fl
       std::copy(h, h + state, a.saved);
       std::copy(c, c + state, a.saved + state);
     }
-    cell_wavefront<V, U, P, Fast>(a.w[0], a.bias[0], s < n ? in + s : &no_sample, h, c);
+    cell_wavefront<V, U, P, Fast>(a.w[0], a.bias[0], s < n ? in + s : &no_sample, h, c, in_registers ? hv : nullptr);
     if (!all) {
       for (int64_t l = 0; l < N; ++l)
         if (l < first || l > last) {
           std::copy(a.saved + l * Hp, a.saved + (l + 1) * Hp, h + l * Hp);
           std::copy(a.saved + state + l * Hp, a.saved + state + (l + 1) * Hp, c + l * Hp);
         }
+      if constexpr (in_registers)
+        for (int u = 0; u < U; ++u) hv[u] = load<Vec8>(h + 8 * u);
     }
     if (last == N - 1) out[s - N + 1] = head_dot(a.head, h + (N - 1) * Hp, a.chunks, a.head_bias);
   }
