@@ -306,13 +306,13 @@ __attribute__((always_inline)) inline void cell_wavefront(const float* w, const 
       // Unrolled whole (part[][] in registers).
 #pragma GCC unroll 3
       for (int l = 0; l < U; ++l) {
-      const int z_end = C * (l + 2 < U ? l + 2 : U);
+        const int z_end = C * (l + 2 < U ? l + 2 : U);
 #pragma GCC unroll 8
-      for (int j = 0; j < 8; j += P)
+        for (int j = 0; j < 8; j += P)
 #pragma GCC unroll 4
-        for (int p = 0; p < P; ++p)
+          for (int p = 0; p < P; ++p)
 #pragma GCC unroll 12
-          for (int z = C * l; z < z_end; ++z) part[p][z] += load<V>(w + (1 + 8 * l + j + p) * G + L * z) * h[8 * l + j + p];
+            for (int z = C * l; z < z_end; ++z) part[p][z] += load<V>(w + (1 + 8 * l + j + p) * G + L * z) * h[8 * l + j + p];
       }
     }
     for (int z = 0; z < Z; ++z) {
@@ -529,10 +529,10 @@ LstmDsp::LstmDsp(const LstmConfig& config, const std::vector<float>& weights, in
     b_.push_back(l.bias.data());
     inputs_.push_back(l.inputs);
   }
-  // A stack of layers that fits the register-blocked cell (3 chunks) runs as one cell (see
-  // run_wavefront()): columns [x; h of layer 0; ...; h of layer N - 1], chunk l * chunks + u holding
-  // layer l's units [8u, 8u + 8). Layer 0's rows take x and its own h; layer l's take layer
-  // l - 1's h as its input and its own h; the rest are zeros.
+  // A stack that fits the register-blocked cell (3 chunks: 2 or 3 layers of up to 8 units, one
+  // chunk each) runs as one cell (see run_wavefront()): columns [x; h of layer 0; ...; h of layer
+  // N - 1], chunk l holding layer l's gates. Layer 0's rows take x and its own h; layer l's take
+  // layer l - 1's h as its input and its own h; the rest are zeros.
   wavefront_ = N > 1 && N * chunks_ <= 3;
   if (wavefront_) {
     const int64_t rows = N * G, state = N * Hp;
@@ -543,7 +543,7 @@ LstmDsp::LstmDsp(const LstmConfig& config, const std::vector<float>& weights, in
       const int64_t input_column = l == 0 ? 0 : 1 + (l - 1) * Hp, own_column = 1 + l * Hp;
       for (int64_t r = 0; r < G; ++r) {
         float* w = wave_w_.data() + l * G + r;  // column j's entry at w[j * rows]
-        wave_bias_[static_cast<size_t>(l * G + r)] = layers_[static_cast<size_t>(l)].bias.p[r];
+        wave_bias_[static_cast<size_t>(l * G + r)] = layer.bias.p[r];
         for (int64_t j = 0; j < layer.inputs; ++j) w[(input_column + j) * rows] = layer.w.p[j * G + r];
         for (int64_t j = 0; j < H; ++j) w[(own_column + j) * rows] = layer.w.p[(layer.inputs + j) * G + r];
       }
@@ -551,7 +551,7 @@ LstmDsp::LstmDsp(const LstmConfig& config, const std::vector<float>& weights, in
     saved_.assign(static_cast<size_t>(2 * state), 0.0f);
   }
   avx2_ = dsp::using_avx2();
-  avx512_ = dsp::using_avx512() && (wavefront_ || chunks_ <= 3);  // see run_avx512()
+  avx512_ = dsp::using_avx512() && chunks_ <= 3;  // see run_avx512()
   reset();
 }
 

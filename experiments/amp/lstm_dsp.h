@@ -8,9 +8,10 @@
 // broadcast-multiply-adds into gate vectors that stay in registers (hidden sizes up to 24), and each
 // 8 units' cell update runs on those registers: sigmoid and tanh as rational functions kept as their
 // parts, two divisions per 8 units. Padded units stay at c = h = 0 (their gates are 0: c = c/2 + 0).
-// A stack of layers of up to 24 units in all (2x8) runs as a wavefront: each step moves layer l to
+// A stack of 2 or 3 layers of up to 8 units (2x8) runs as a wavefront: each step moves layer l to
 // time t - l, so the layers are independent within a step and make one cell, one chain of latency
-// per sample instead of one per layer.
+// per sample instead of one per layer. Up to 16 units a layer, h goes from step to step in
+// registers where that measured faster (AVX2; AVX-512 with fast tanh).
 // Variants: the baseline ISA, AVX2 + FMA, and AVX-512 for hidden sizes up to 24.
 //
 // State: reset() loads the learned initial h and c, then runs `prewarm` zeros through, as the NAM
