@@ -375,9 +375,10 @@ __attribute__((always_inline)) inline void run(const Args& a, const float* in, f
   using V = std::conditional_t<Lanes == 16, kernels::Vec16, std::conditional_t<Lanes == 8, Vec8, kernels::Vec4>>;
   constexpr int P = Lanes == 16 ? (U == 1 ? 4 : 2) : Lanes == 8 && U == 1 ? 2 : 1;
   // One layer of up to 16 units hands h to the next step in registers (cell_blocked()'s hv).
-  // Measured: 3-9% faster with AVX2 and with AVX-512's fast tanh; 3% slower with AVX-512's exact
-  // tanh, and 1x24 (3 chunks) at half speed, its registers spilled.
-  if constexpr (U > 0 && U <= 2 && (Lanes == 8 || (Lanes == 16 && Fast))) {
+  // Measured: 3-9% faster with AVX2 and with AVX-512's fast tanh, 4-6% with AVX-512's exact tanh
+  // and 8 units; 3% slower with AVX-512's exact tanh and 16 units, and 1x24 (3 chunks) at half
+  // speed, its registers spilled.
+  if constexpr (U > 0 && U <= 2 && (Lanes == 8 || (Lanes == 16 && (Fast || U == 1)))) {
     if (a.layers == 1) {
       Vec8 hv[U];
       for (int u = 0; u < U; ++u) hv[u] = load<Vec8>(a.h[0] + 8 * u);

@@ -11,7 +11,7 @@
 // A stack of 2 or 3 layers of up to 8 units (2x8) runs as a wavefront: each step moves layer l to
 // time t - l, so the layers are independent within a step and make one cell, one chain of latency
 // per sample instead of one per layer. Up to 16 units a layer, h goes from step to step in
-// registers where that measured faster (AVX2; AVX-512 with fast tanh).
+// registers where that measured faster (AVX2; AVX-512 with fast tanh, or with 8 units).
 // Variants: the baseline ISA, AVX2 + FMA, and AVX-512 for hidden sizes up to 24.
 //
 // State: reset() loads the learned initial h and c, then runs `prewarm` zeros through, as the NAM
