@@ -124,6 +124,17 @@ __attribute__((always_inline)) inline V units(V gi, V gf, V gg, V go, float* c, 
 __attribute__((always_inline)) inline Vec8 low(kernels::Vec16 v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7); }
 __attribute__((always_inline)) inline Vec8 high(kernels::Vec16 v) { return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15); }
 
+// The P partial sums of the gates, summed as a tree: log2(P) adds deep.
+template <typename V, int Z, int P>
+__attribute__((always_inline)) inline void sum_parts(V (&acc)[Z], const V (&part)[P][Z]) {
+  static_assert(P == 1 || P == 2 || P == 4, "the partial sums are added as a tree of 1, 2 or 4");
+  for (int z = 0; z < Z; ++z) {
+    if constexpr (P == 4) acc[z] = (part[0][z] + part[1][z]) + (part[2][z] + part[3][z]);
+    else if constexpr (P == 2) acc[z] = part[0][z] + part[1][z];
+    else acc[z] = part[0][z];
+  }
+}
+
 // gates = bias + W [x; h] into Z vectors of V, with P partial sums over the columns: the next step
 // waits on this sum, so P chains of (columns / P) multiply-adds instead of one long chain, where
 // registers allow (AVX2 has 16, AVX-512 32).
@@ -148,12 +159,7 @@ __attribute__((always_inline)) inline void gates(V (&acc)[Z], const float* w, co
   };
   columns(x, inputs);
   columns(h, hidden);
-  // Summed as a tree: log2(P) adds deep.
-  for (int z = 0; z < Z; ++z) {
-    if constexpr (P == 4) acc[z] = (part[0][z] + part[1][z]) + (part[2][z] + part[3][z]);
-    else if constexpr (P == 2) acc[z] = part[0][z] + part[1][z];
-    else acc[z] = part[0][z];
-  }
+  sum_parts(acc, part);
 }
 
 // The cell update of U chunks from their gates (cell_blocked()'s layout, below).
@@ -215,7 +221,6 @@ template <typename V, int U, int P, bool Fast>
 __attribute__((always_inline)) inline void cell_blocked(const float* w, const float* bias, const float* x, int64_t inputs, float* h, float* c,
                                                         int64_t hidden, Vec8* hv = nullptr) {
   constexpr int L = sizeof(V) / sizeof(float), Z = 32 * U / L;
-  static_assert(P == 1 || P == 2 || P == 4, "the partial sums are added as a tree of 1, 2 or 4");
   V acc[Z];
   if constexpr (L == 4 && U > 1) {
     // 128-bit vectors (the baseline variant): 8 per chunk, and the baseline ISA's 16 registers
@@ -245,11 +250,7 @@ __attribute__((always_inline)) inline void cell_blocked(const float* w, const fl
       for (int z = 0; z < Z; ++z) part[p][z] = V{};
     for (int z = 0; z < Z; ++z) part[P - 1][z] += load<V>(w + L * z) * x[0];
     h_columns<V, Z, P>(part, w + L * Z, hv, hidden, std::make_integer_sequence<int, 8 * U>{});
-    for (int z = 0; z < Z; ++z) {
-      if constexpr (P == 4) acc[z] = (part[0][z] + part[1][z]) + (part[2][z] + part[3][z]);
-      else if constexpr (P == 2) acc[z] = part[0][z] + part[1][z];
-      else acc[z] = part[0][z];
-    }
+    sum_parts(acc, part);
   } else {
     gates<V, Z, P>(acc, w, bias, x, inputs, h, hidden);
   }
@@ -315,11 +316,7 @@ __attribute__((always_inline)) inline void cell_wavefront(const float* w, const 
             for (int z = C * l; z < z_end; ++z) part[p][z] += load<V>(w + (1 + 8 * l + j + p) * G + L * z) * h[8 * l + j + p];
       }
     }
-    for (int z = 0; z < Z; ++z) {
-      if constexpr (P == 4) acc[z] = (part[0][z] + part[1][z]) + (part[2][z] + part[3][z]);
-      else if constexpr (P == 2) acc[z] = part[0][z] + part[1][z];
-      else acc[z] = part[0][z];
-    }
+    sum_parts(acc, part);
   }
   update_chunks<V, U, Fast>(acc, h, c, hv);
 }
