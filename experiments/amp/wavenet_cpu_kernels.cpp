@@ -386,19 +386,36 @@ __attribute__((always_inline)) inline void outer_any(const Outer& g) {
   }
 }
 
-void rows_baseline(const Rows& r) { WAVETRAIN_AMP_CHANNEL_SWITCH_NARROW(rows_blocked, r, rows_any) }
-void outer_baseline(const Outer& g) { WAVETRAIN_AMP_CHANNEL_SWITCH_NARROW(outer_blocked, g, outer_any) }
+// The scalar tiles (2, 3 and 6 channels) of each ISA, not inlined into the channel switch (see
+// WAVETRAIN_AMP_CHANNEL_SWITCH_AS).
+template <int N>
+__attribute__((noinline)) void rows_scalar_baseline(const Rows& r) { rows_blocked<float, 1, N>(r); }
+template <int N>
+__attribute__((noinline)) void outer_scalar_baseline(const Outer& g) { outer_blocked<float, 1, N>(g); }
+#if WAVETRAIN_AMP_AVX2
+template <int N>
+__attribute__((noinline, target("avx2,fma"))) void rows_scalar_avx2(const Rows& r) { rows_blocked<float, 1, N>(r); }
+template <int N>
+__attribute__((noinline, target("avx2,fma"))) void outer_scalar_avx2(const Outer& g) { outer_blocked<float, 1, N>(g); }
+#endif
+
+void rows_baseline(const Rows& r) { WAVETRAIN_AMP_CHANNEL_SWITCH_NARROW(rows_blocked, r, rows_any, rows_scalar_baseline) }
+void outer_baseline(const Outer& g) { WAVETRAIN_AMP_CHANNEL_SWITCH_NARROW(outer_blocked, g, outer_any, outer_scalar_baseline) }
 void gate_baseline(const Gate& g) { WAVETRAIN_AMP_GATE_SWITCH(gate_any, g) }
 void gate_grad_baseline(const Gate& g) { WAVETRAIN_AMP_GATE_SWITCH(gate_grad_any, g) }
 #if WAVETRAIN_AMP_AVX2
-__attribute__((target("avx2,fma"))) void rows_avx2(const Rows& r) { WAVETRAIN_AMP_CHANNEL_SWITCH(rows_blocked, r, rows_any) }
-__attribute__((target("avx2,fma"))) void outer_avx2(const Outer& g) { WAVETRAIN_AMP_CHANNEL_SWITCH(outer_blocked, g, outer_any) }
+__attribute__((target("avx2,fma"))) void rows_avx2(const Rows& r) { WAVETRAIN_AMP_CHANNEL_SWITCH(rows_blocked, r, rows_any, rows_scalar_avx2) }
+__attribute__((target("avx2,fma"))) void outer_avx2(const Outer& g) {
+  WAVETRAIN_AMP_CHANNEL_SWITCH(outer_blocked, g, outer_any, outer_scalar_avx2)
+}
 __attribute__((target("avx2,fma"))) void gate_avx2(const Gate& g) { WAVETRAIN_AMP_GATE_SWITCH(gate_any, g) }
 __attribute__((target("avx2,fma"))) void gate_grad_avx2(const Gate& g) { WAVETRAIN_AMP_GATE_SWITCH(gate_grad_any, g) }
 // 16-lane rows for multiples of 16 channels (NAM's standard has 16). The gates keep AVX2's.
-__attribute__((target("avx512f,avx2,fma"))) void rows_avx512(const Rows& r) { WAVETRAIN_AMP_CHANNEL_SWITCH_WIDE(rows_blocked, r, rows_any) }
+__attribute__((target("avx512f,avx2,fma"))) void rows_avx512(const Rows& r) {
+  WAVETRAIN_AMP_CHANNEL_SWITCH_WIDE(rows_blocked, r, rows_any, rows_scalar_avx2)
+}
 __attribute__((target("avx512f,avx2,fma"))) void outer_avx512(const Outer& g) {
-  WAVETRAIN_AMP_CHANNEL_SWITCH_WIDE(outer_blocked, g, outer_any)
+  WAVETRAIN_AMP_CHANNEL_SWITCH_WIDE(outer_blocked, g, outer_any, outer_scalar_avx2)
 }
 #endif
 

@@ -89,19 +89,21 @@ inline bool cpu_has_avx512f() { return false; }
 
 // The channel counts with register-blocked kernels, as Vec x W floats x V vectors a row. NAM's
 // presets use 16, 12, 8, 6, 4, 3 and 2; 6, 3 and 2 as that many scalars in registers (through the
-// plain loop ANY, whose sums live in memory, lite's step took 1.8x as long and nano's 1.7x). In a
-// function returning void: WAVETRAIN_AMP_CHANNEL_SWITCH(kernel_template, args, plain_loop) with
+// plain loop ANY, whose sums live in memory, lite's step took 1.8x as long and nano's 1.7x), in
+// functions SCALAR<N> of their own: inlined into the switch beside the vector tiles, they made its
+// 8-channel kernels 30% slower (A2's training step 137 -> 184 ms). In a function returning void:
+// WAVETRAIN_AMP_CHANNEL_SWITCH(kernel_template, args, plain_loop, scalar_template) with
 // args.channels. 8 and 24 channels take MID x MW-float vectors, multiples of 16 WIDE x WW-float
 // ones: 8-lane vectors for both in AVX2 variants, 16-lane WIDE ones in AVX-512 variants
 // (WAVETRAIN_AMP_CHANNEL_SWITCH_WIDE), and 4-lane ones only in the baseline-ISA variants (SSE2, or
 // NEON on ARM: WAVETRAIN_AMP_CHANNEL_SWITCH_NARROW). GCC splits a vector wider than the ISA's into
 // several registers, and the 8-lane tiles then needed 16 of SSE2's 16 for their accumulators: the
 // spills made a training step 5x slower than LibTorch's conv1d.
-#define WAVETRAIN_AMP_CHANNEL_SWITCH_AS(KERNEL, ARG, ANY, MID, MW, WIDE, WW) \
+#define WAVETRAIN_AMP_CHANNEL_SWITCH_AS(KERNEL, ARG, ANY, MID, MW, WIDE, WW, SCALAR) \
   switch ((ARG).channels) {                                                \
-    case 2: return KERNEL<float, 1, 2>(ARG);                               \
-    case 3: return KERNEL<float, 1, 3>(ARG);                               \
-    case 6: return KERNEL<float, 1, 6>(ARG);                               \
+    case 2: return SCALAR<2>(ARG);                                         \
+    case 3: return SCALAR<3>(ARG);                                         \
+    case 6: return SCALAR<6>(ARG);                                         \
     case 4: return KERNEL<Vec4, 4, 1>(ARG);                                \
     case 8: return KERNEL<MID, MW, 8 / MW>(ARG);                           \
     case 12: return KERNEL<Vec4, 4, 3>(ARG);                               \
@@ -112,8 +114,10 @@ inline bool cpu_has_avx512f() { return false; }
     case 64: return KERNEL<WIDE, WW, 64 / WW>(ARG);                        \
     default: return ANY(ARG);                                              \
   }
-#define WAVETRAIN_AMP_CHANNEL_SWITCH(KERNEL, ARG, ANY) WAVETRAIN_AMP_CHANNEL_SWITCH_AS(KERNEL, ARG, ANY, Vec8, 8, Vec8, 8)
-#define WAVETRAIN_AMP_CHANNEL_SWITCH_WIDE(KERNEL, ARG, ANY) WAVETRAIN_AMP_CHANNEL_SWITCH_AS(KERNEL, ARG, ANY, Vec8, 8, Vec16, 16)
-#define WAVETRAIN_AMP_CHANNEL_SWITCH_NARROW(KERNEL, ARG, ANY) WAVETRAIN_AMP_CHANNEL_SWITCH_AS(KERNEL, ARG, ANY, Vec4, 4, Vec4, 4)
+#define WAVETRAIN_AMP_CHANNEL_SWITCH(KERNEL, ARG, ANY, SCALAR) WAVETRAIN_AMP_CHANNEL_SWITCH_AS(KERNEL, ARG, ANY, Vec8, 8, Vec8, 8, SCALAR)
+#define WAVETRAIN_AMP_CHANNEL_SWITCH_WIDE(KERNEL, ARG, ANY, SCALAR) \
+  WAVETRAIN_AMP_CHANNEL_SWITCH_AS(KERNEL, ARG, ANY, Vec8, 8, Vec16, 16, SCALAR)
+#define WAVETRAIN_AMP_CHANNEL_SWITCH_NARROW(KERNEL, ARG, ANY, SCALAR) \
+  WAVETRAIN_AMP_CHANNEL_SWITCH_AS(KERNEL, ARG, ANY, Vec4, 4, Vec4, 4, SCALAR)
 
 }  // namespace wavetrain::experiments::amp::kernels
