@@ -40,7 +40,7 @@ std::vector<float> to_vector(const at::Tensor& t) {
   return {c.data_ptr<float>(), c.data_ptr<float>() + c.numel()};
 }
 
-// Every output count 1..64 (the tiles of 4 rows and their remainders) and lengths around the
+// Every output count 1..64 (the tiles of 6 and 4 rows and their remainders) and lengths around the
 // 16- and 8-sample tiles (and the AVX-512 variant's 32 and 64), with shifted (dilated-conv) input
 // rows, and y0 added either by accumulating into y (even counts) or as a residual from its own rows
 // (odd counts: y starts as NaN, so an ignored addend or a read of y shows).
@@ -106,7 +106,7 @@ TEST(AmpDsp, MatMulEpilogueEqualsTheSeparatePasses) {
                                                {Kind::Tanh, {}},            {Kind::FastTanh, {}}};
   for_each_isa([&](const char* isa) {
     for (const dsp::Elementwise& act : kinds)
-      for (int64_t outputs : {1, 2, 3, 4, 5, 8, 16})
+      for (int64_t outputs : {1, 2, 3, 4, 5, 8, 12, 16, 22})
         for (int64_t n : {64, 45, 8, 3}) {
           const bool second = outputs <= 4, store_y = !second || outputs % 2 == 0;
           const int64_t inputs = 7 + outputs, lag = 3, sum_rows = (outputs + 1) / 2, outputs2 = 3, stride = n + 5;
