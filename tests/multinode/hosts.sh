@@ -77,7 +77,7 @@ case "$verb" in
     [ $# -ge 2 ] || die "loss NAME I PERCENT"
     [[ "$2" =~ ^[0-9]+(\.[0-9])?$ ]] || die "PERCENT must be a number with at most one decimal, got '$2'"
     command -v nft >/dev/null || die "loss needs nft (Debian's nftables)"
-    awk -v p="$2" 'BEGIN { exit !(p > 0) }' || die "PERCENT must be above 0, got '$2'"
+    awk -v p="$2" 'BEGIN { exit !(p > 0 && p <= 100) }' || die "PERCENT must be above 0 and at most 100, got '$2'"
     every=$(awk -v p="$2" 'BEGIN { printf "%d", 100 / p + 0.5 }')
     # On the switch's port of host I, as packets come in from the host: lost on the wire, as far as
     # the sender's TCP can tell (it must time out or see duplicate acks, and retransmit). Two rules:
